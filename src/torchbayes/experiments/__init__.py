@@ -1,0 +1,12 @@
+"""Reproduced results, one module each; ``EXPERIMENTS`` maps CLI names to them.
+
+Each module has a ``Config`` dataclass (paper settings as defaults, ``quick()`` for CI) and
+``run(config, out) -> Result`` that writes JSON, plots and a markdown report into ``out``.
+"""
+
+from . import regression
+from ._result import Result
+
+EXPERIMENTS = {"regression": regression}
+
+__all__ = ["EXPERIMENTS", "Result"]

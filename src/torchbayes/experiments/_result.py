@@ -1,0 +1,67 @@
+"""What every experiment returns and writes: config, metrics, timings, version → JSON + markdown."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Result:
+    """An experiment's outcome. ``files`` maps a short label to a path written under ``out``."""
+
+    name: str
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    timings: dict[str, float]
+    report: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def versions() -> dict[str, str]:
+    from .. import __version__
+
+    return {
+        "torchbayes": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": str(torch.get_num_threads()),
+    }
+
+
+def prepare_output(out: str | os.PathLike) -> Path:
+    """Create ``out`` and prove it is writable before any training starts."""
+    path = Path(out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
+            pass
+    except OSError as err:
+        raise OSError(f"output folder {str(path)!r} is not writable: {err}") from err
+    return path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_result(result: Result, out: Path) -> None:
+    """Write ``result.json`` and ``report.md`` into ``out`` (atomically, temp file + rename)."""
+    result.files.setdefault("json", str(out / "result.json"))
+    result.files.setdefault("report", str(out / "report.md"))
+    _atomic_write(out / "result.json", json.dumps(result.to_json(), indent=2) + "\n")
+    _atomic_write(out / "report.md", result.report)

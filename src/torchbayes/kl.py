@@ -1,0 +1,135 @@
+"""KL(q‖p) between a variational distribution and a prior, summed over the tensor.
+
+One dispatch, :func:`kl_divergence`: a closed form when one is registered for the pair
+(looked up along both classes' MROs), otherwise the Monte Carlo estimate of Blundell et
+al. (2015) eq. 2 from a weight sample w ~ q — pass the sample the forward pass used so the
+complexity and likelihood terms share it:
+
+    KL(q‖p) ≈ Σ_j [log q(w_j|θ) − log p(w_j)].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from .priors import Gaussian, Prior, Uniform
+from .variational import Delta, VariationalDistribution, _Gaussian
+
+__all__ = ["gaussian_kl", "has_closed_form", "kl_divergence", "monte_carlo_kl", "register_kl"]
+
+KLFn = Callable[[VariationalDistribution, Prior, "Tensor | None"], Tensor]
+_REGISTRY: dict[tuple[type, type], KLFn] = {}
+
+
+def register_kl(q_type: type, p_type: type) -> Callable[[KLFn], KLFn]:
+    """Decorator registering a closed-form KL ``fn(q, p, stddev)`` for (q_type, p_type).
+
+    ``stddev`` is q's σ when the caller already computed it this step (else ``None``).
+    """
+
+    def decorate(fn: KLFn) -> KLFn:
+        _REGISTRY[(q_type, p_type)] = fn
+        return fn
+
+    return decorate
+
+
+def _lookup(q: VariationalDistribution, p: Prior) -> KLFn | None:
+    for q_cls in type(q).__mro__:
+        for p_cls in type(p).__mro__:
+            fn = _REGISTRY.get((q_cls, p_cls))
+            if fn is not None:
+                return fn
+    return None
+
+
+def has_closed_form(q: VariationalDistribution, p: Prior) -> bool:
+    """Whether :func:`kl_divergence` will use a closed form for this pair."""
+    return _lookup(q, p) is not None
+
+
+def monte_carlo_kl(q: VariationalDistribution, p: Prior, sample: Tensor) -> Tensor:
+    """Blundell et al. (2015) eq. 2: Σ [log q(w) − log p(w)] at one sample w ~ q."""
+    return (q.log_prob(sample) - p.log_prob(sample)).sum()
+
+
+def kl_divergence(
+    q: VariationalDistribution,
+    p: Prior,
+    sample: Tensor | None = None,
+    stddev: Tensor | None = None,
+) -> Tensor:
+    """KL(q‖p) in nats, summed over the tensor: closed form if known, else Monte Carlo.
+
+    ``sample`` (a draw from q) is used by the Monte Carlo estimate; ``stddev`` (q's σ, already
+    computed by the forward pass) spares recomputing it in a closed form.
+    """
+    fn = _lookup(q, p)
+    if fn is not None:
+        return fn(q, p, stddev)
+    if sample is None:
+        sample = q.rsample()
+    return monte_carlo_kl(q, p, sample)
+
+
+class _GaussianKL(torch.autograd.Function):
+    """Σ KL(N(μ, σ²)‖N(m, s²)) for a scalar prior (m, s), with its analytic gradient.
+
+    Forward: ½[(Σσ² + Σ(μ−m)²)/s² − n] − Σ log σ + n log s  (two dot products, one log).
+    Backward: ∂/∂μ = (μ−m)/s², ∂/∂σ = σ/s² − 1/σ. Fewer passes over the weights than
+    autograd through the elementwise formula — this sits on every training step.
+    """
+
+    @staticmethod
+    def forward(ctx, mu: Tensor, sigma: Tensor, prior_mean: Tensor, prior_std: Tensor) -> Tensor:
+        centred = mu if float(prior_mean) == 0.0 else mu - prior_mean
+        flat_c, flat_s = centred.reshape(-1), sigma.reshape(-1)
+        prior_var = prior_std * prior_std
+        n = flat_c.numel()
+        quad = (torch.dot(flat_s, flat_s) + torch.dot(flat_c, flat_c)) / prior_var
+        kl = 0.5 * (quad - n) - torch.log(flat_s).sum() + n * torch.log(prior_std)
+        ctx.save_for_backward(centred, sigma, prior_var)
+        return kl
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        centred, sigma, prior_var = ctx.saved_tensors
+        scale = grad / prior_var
+        grad_mu = centred * scale if ctx.needs_input_grad[0] else None
+        grad_sigma = None
+        if ctx.needs_input_grad[1]:
+            grad_sigma = torch.reciprocal(sigma).mul_(-grad).add_(sigma * scale)
+        return grad_mu, grad_sigma, None, None
+
+
+def gaussian_kl(mu_q: Tensor, sigma_q: Tensor, mu_p: Tensor, sigma_p: Tensor) -> Tensor:
+    """Σ KL(N(μ_q, σ_q²)‖N(μ_p, σ_p²)) = Σ [log σ_p/σ_q + (σ_q² + (μ_q−μ_p)²)/(2σ_p²) − ½].
+
+    Uses the fused :class:`_GaussianKL` when the prior is one scalar (m, s) — the common
+    case — and broadcasting elementwise algebra otherwise.
+    """
+    mu_p, sigma_p = torch.as_tensor(mu_p), torch.as_tensor(sigma_p)
+    if mu_p.numel() == 1 and sigma_p.numel() == 1:
+        sigma_q = sigma_q.expand_as(mu_q)
+        return _GaussianKL.apply(mu_q, sigma_q, mu_p.reshape(()), sigma_p.reshape(()))
+    var_ratio = (sigma_q / sigma_p) ** 2
+    mean_term = ((mu_q - mu_p) / sigma_p) ** 2
+    return 0.5 * (var_ratio + mean_term - 1.0 - torch.log(var_ratio)).sum()
+
+
+@register_kl(_Gaussian, Gaussian)
+def _gaussian_gaussian(q: _Gaussian, p: Gaussian, stddev: Tensor | None) -> Tensor:
+    return gaussian_kl(q.mu, q.stddev if stddev is None else stddev, p.mean, p.std)
+
+
+@register_kl(Delta, Prior)
+def _delta_any(q: Delta, p: Prior, stddev: Tensor | None) -> Tensor:
+    return -p.log_prob(q.mu).sum()
+
+
+@register_kl(VariationalDistribution, Uniform)
+def _any_uniform(q: VariationalDistribution, p: Uniform, stddev: Tensor | None) -> Tensor:
+    return -q.entropy()

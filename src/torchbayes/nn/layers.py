@@ -1,0 +1,257 @@
+"""Bayesian layers: a variational posterior q(w|θ) and a prior p(w) per weight tensor.
+
+In sampling mode each forward pass draws one weight sample per minibatch with the
+reparameterization trick (Blundell et al. 2015 §3.2, the "reparameterize" estimator); in
+mean mode it uses the posterior mean (Graves 2011's MAP shortcut for prediction). The
+layer's ``kl()`` is the complexity cost KL(q‖p) of its weights, closed form where one exists,
+else the Monte Carlo estimate at the sample the last forward pass drew (Blundell eq. 2).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.modules.utils import _pair
+
+from .. import _checks
+from ..kl import kl_divergence
+from ..priors import Gaussian, Prior
+from ..variational import DiagonalGaussian, VariationalDistribution
+
+__all__ = ["ESTIMATORS", "BayesConv2d", "BayesLinear", "BayesianLayer", "PosteriorFactory"]
+
+PosteriorFactory = Callable[[Tensor], VariationalDistribution]
+ESTIMATORS: tuple[str, ...] = ("reparameterize",)
+
+
+class BayesianLayer(nn.Module):
+    """Base class: owns ``<name>_posterior`` modules for each weight tensor and one prior.
+
+    Subclasses call :meth:`_init_posteriors` and implement :meth:`_apply_weights` (the
+    deterministic op given weight tensors) and :meth:`deterministic` (the plain layer the
+    weight samples plug into).
+    """
+
+    weight_names: tuple[str, ...] = ("weight", "bias")
+
+    def _init_posteriors(
+        self,
+        init: dict[str, Tensor | None],
+        prior: Prior | None,
+        posterior: PosteriorFactory,
+        estimator: str,
+    ) -> None:
+        _checks.one_of("estimator", estimator, ESTIMATORS)
+        self.prior = prior if prior is not None else Gaussian(0.0, 1.0)
+        self.estimator = estimator
+        self.sampling = True
+        self._last_sample: dict[str, Tensor] = {}
+        self._last_stddev: dict[str, Tensor] = {}
+        names = []
+        for name, value in init.items():
+            if value is None:
+                self.register_module(f"{name}_posterior", None)
+            else:
+                self.register_module(f"{name}_posterior", posterior(value))
+                names.append(name)
+        self.weight_names = tuple(names)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The cached sample belongs to one autograd graph; copies and pickles drop it.
+        state = self.__dict__.copy()
+        state["_last_sample"], state["_last_stddev"] = {}, {}
+        return state
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BayesianLayer:
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        for key, value in self.__getstate__().items():
+            clone.__dict__[key] = copy.deepcopy(value, memo)
+        return clone
+
+    def posteriors(self) -> Iterator[tuple[str, VariationalDistribution]]:
+        """(weight name, q) for each weight tensor, names as in the plain layer."""
+        for name in self.weight_names:
+            yield name, getattr(self, f"{name}_posterior")
+
+    def weights(self) -> dict[str, Tensor]:
+        """The weights this forward pass uses: a fresh sample, or the mean."""
+        self._last_sample, self._last_stddev = {}, {}
+        if not self.sampling:
+            return {name: q.mean for name, q in self.posteriors()}
+        for name, q in self.posteriors():
+            self._last_sample[name], self._last_stddev[name] = q.rsample_with_stddev()
+        return dict(self._last_sample)
+
+    def kl(self) -> Tensor:
+        """KL(q‖p) in nats over this layer's weights.
+
+        A Monte Carlo KL uses the weight sample of the last forward pass so that it shares
+        the sample with the likelihood (Blundell eq. 2); without one it draws its own. A
+        closed form reuses the σ that pass computed. Call it after the forward pass whose loss
+        it joins, before ``backward``.
+        """
+        total = None
+        for name, q in self.posteriors():
+            term = kl_divergence(
+                q, self.prior, self._last_sample.get(name), self._last_stddev.get(name)
+            )
+            total = term if total is None else total + term
+        assert total is not None
+        return total
+
+    def sample_weights(
+        self, num_samples: int, generator: torch.Generator | None = None
+    ) -> dict[str, Tensor]:
+        """``num_samples`` independent draws of every weight, stacked on dim 0 (no grad)."""
+        with torch.no_grad():
+            return {name: q.rsample((num_samples,), generator) for name, q in self.posteriors()}
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._apply_weights(x, **self.weights())
+
+    def _apply_weights(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        raise NotImplementedError
+
+    def deterministic(self) -> nn.Module:
+        """A plain layer of the same shape holding the posterior mean."""
+        raise NotImplementedError
+
+    def _copy_mean_into(self, layer: nn.Module) -> nn.Module:
+        with torch.no_grad():
+            for name, q in self.posteriors():
+                getattr(layer, name).copy_(q.mean)
+        return layer
+
+
+class BayesLinear(BayesianLayer):
+    """y = x wᵀ + b with w, b ~ q(·|θ); the Bayesian twin of :class:`torch.nn.Linear`.
+
+    Args:
+        in_features, out_features, bias: as ``nn.Linear``.
+        prior: p(w) for weight and bias (default N(0, 1)).
+        posterior: factory ``init_mean -> VariationalDistribution`` (default DiagonalGaussian).
+        estimator: gradient estimator; "reparameterize" draws one weight sample per forward.
+        init_from: an ``nn.Linear`` whose weights become the initial posterior mean.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        prior: Prior | None = None,
+        posterior: PosteriorFactory = DiagonalGaussian,
+        estimator: str = "reparameterize",
+        init_from: nn.Linear | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        _checks.at_least("in_features", in_features, 1)
+        _checks.at_least("out_features", out_features, 1)
+        self.in_features, self.out_features = in_features, out_features
+        base = init_from or nn.Linear(in_features, out_features, bias, device=device, dtype=dtype)
+        init = {"weight": base.weight, "bias": base.bias if bias else None}
+        self._init_posteriors(init, prior, posterior, estimator)
+
+    def _apply_weights(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        return F.linear(x, weight, bias)
+
+    def deterministic(self) -> nn.Linear:
+        q = self.weight_posterior
+        layer = nn.Linear(
+            self.in_features,
+            self.out_features,
+            bias="bias" in self.weight_names,
+            device=q.mu.device,
+            dtype=q.mu.dtype,
+        )
+        return self._copy_mean_into(layer)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={'bias' in self.weight_names}, estimator={self.estimator}"
+        )
+
+
+class BayesConv2d(BayesianLayer):
+    """2-d convolution with w, b ~ q(·|θ); the Bayesian twin of :class:`torch.nn.Conv2d`.
+
+    Takes the arguments of ``nn.Conv2d`` (zero padding only) plus ``prior``, ``posterior``,
+    ``estimator`` and ``init_from`` as in :class:`BayesLinear`.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] | str = 0,
+        dilation: int | tuple[int, int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        prior: Prior | None = None,
+        posterior: PosteriorFactory = DiagonalGaussian,
+        estimator: str = "reparameterize",
+        init_from: nn.Conv2d | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        _checks.at_least("in_channels", in_channels, 1)
+        _checks.at_least("out_channels", out_channels, 1)
+        base = init_from or nn.Conv2d(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            device=device,
+            dtype=dtype,
+        )
+        if base.padding_mode != "zeros":
+            raise ValueError(
+                f"padding_mode must be 'zeros', got padding_mode={base.padding_mode!r}"
+            )
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = _pair(base.kernel_size)
+        self.stride, self.padding = base.stride, base.padding
+        self.dilation, self.groups = base.dilation, base.groups
+        init = {"weight": base.weight, "bias": base.bias if bias else None}
+        self._init_posteriors(init, prior, posterior, estimator)
+
+    def _apply_weights(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        return F.conv2d(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def deterministic(self) -> nn.Conv2d:
+        q = self.weight_posterior
+        layer = nn.Conv2d(
+            self.in_channels,
+            self.out_channels,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            bias="bias" in self.weight_names,
+            device=q.mu.device,
+            dtype=q.mu.dtype,
+        )
+        return self._copy_mean_into(layer)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, estimator={self.estimator}"
+        )

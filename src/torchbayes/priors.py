@@ -1,0 +1,119 @@
+"""Priors p(w) over network weights, as elementwise log densities.
+
+Every prior is an ``nn.Module`` whose hyperparameters are buffers, so it moves with
+``.to(device)`` and is saved in ``state_dict``. ``log_prob(w)`` is elementwise; sum it
+yourself (or let :mod:`torchbayes.kl` do it).
+
+* :class:`Gaussian`  — N(μ, s²), Graves (2011) §5, Blundell et al. (2015) §3.3.
+* :class:`Laplace`   — Laplace(μ, b), Graves (2011) §5.1.
+* :class:`ScaleMixture` — π N(0, σ₁²) + (1−π) N(0, σ₂²), Blundell et al. (2015) eq. 7.
+* :class:`LogUniform` — p(log|w|) ∝ c, i.e. p(w) ∝ 1/|w|, Kingma et al. (2015) §3.3 (improper).
+* :class:`Uniform`   — improper flat prior: the complexity cost is the negative entropy of q,
+  and with a delta posterior training is maximum likelihood (Graves 2011, "uniform" rows).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.distributions import Laplace as _Laplace
+from torch.distributions import Normal
+
+from . import _checks
+
+__all__ = ["Gaussian", "Laplace", "LogUniform", "Prior", "ScaleMixture", "Uniform"]
+
+
+class Prior(nn.Module):
+    """A prior over weights. Subclasses implement an elementwise ``log_prob``."""
+
+    def log_prob(self, w: Tensor) -> Tensor:
+        """Elementwise log p(w) (up to a constant for improper priors)."""
+        raise NotImplementedError
+
+    def forward(self, w: Tensor) -> Tensor:
+        return self.log_prob(w)
+
+
+class Gaussian(Prior):
+    """N(mean, std²) on every weight: log p(w) = −(w−μ)²/(2s²) − log s − ½ log 2π."""
+
+    def __init__(self, mean: float = 0.0, std: float = 1.0) -> None:
+        super().__init__()
+        _checks.positive("std", std)
+        self.register_buffer("mean", torch.as_tensor(float(mean)))
+        self.register_buffer("std", torch.as_tensor(float(std)))
+
+    def log_prob(self, w: Tensor) -> Tensor:
+        return Normal(self.mean, self.std, validate_args=False).log_prob(w)
+
+    def extra_repr(self) -> str:
+        return f"mean={float(self.mean):g}, std={float(self.std):g}"
+
+
+class Laplace(Prior):
+    """Laplace(loc, scale): log p(w) = −|w−μ|/b − log 2b."""
+
+    def __init__(self, loc: float = 0.0, scale: float = 1.0) -> None:
+        super().__init__()
+        _checks.positive("scale", scale)
+        self.register_buffer("loc", torch.as_tensor(float(loc)))
+        self.register_buffer("scale", torch.as_tensor(float(scale)))
+
+    def log_prob(self, w: Tensor) -> Tensor:
+        return _Laplace(self.loc, self.scale, validate_args=False).log_prob(w)
+
+    def extra_repr(self) -> str:
+        return f"loc={float(self.loc):g}, scale={float(self.scale):g}"
+
+
+class ScaleMixture(Prior):
+    """Blundell et al. (2015) eq. 7: P(w) = π N(w|0, σ₁²) + (1−π) N(w|0, σ₂²).
+
+    σ₁ > σ₂ gives a heavy tail plus a spike at zero; the paper's MNIST settings are
+    π ∈ {¼, ½, ¾}, −log σ₁ ∈ {0, 1, 2}, −log σ₂ ∈ {6, 7, 8}.
+    """
+
+    def __init__(self, pi: float = 0.5, sigma1: float = 1.0, sigma2: float = math.exp(-6)) -> None:
+        super().__init__()
+        _checks.probability("pi", pi)
+        _checks.positive("sigma1", sigma1)
+        _checks.positive("sigma2", sigma2)
+        self.register_buffer("pi", torch.as_tensor(float(pi)))
+        self.register_buffer("sigma1", torch.as_tensor(float(sigma1)))
+        self.register_buffer("sigma2", torch.as_tensor(float(sigma2)))
+
+    def log_prob(self, w: Tensor) -> Tensor:
+        zero = torch.zeros((), dtype=w.dtype, device=w.device)
+        wide = Normal(zero, self.sigma1, validate_args=False).log_prob(w) + torch.log(self.pi)
+        narrow = Normal(zero, self.sigma2, validate_args=False).log_prob(w) + torch.log1p(-self.pi)
+        return torch.logaddexp(wide, narrow)
+
+    def extra_repr(self) -> str:
+        return (
+            f"pi={float(self.pi):g}, sigma1={float(self.sigma1):g}, sigma2={float(self.sigma2):g}"
+        )
+
+
+class LogUniform(Prior):
+    """Improper scale-invariant prior p(|w|) ∝ 1/|w| (Kingma et al. 2015 §3.3).
+
+    ``log_prob`` returns −log|w| (the constant is dropped). Its KL against the multiplicative
+    dropout posterior has no closed form; see the variational-dropout approximation.
+    """
+
+    def log_prob(self, w: Tensor) -> Tensor:
+        return -torch.log(w.abs())
+
+
+class Uniform(Prior):
+    """Improper flat prior: log p(w) = 0 everywhere.
+
+    KL(q‖Uniform) = −H(q) + const, so a delta posterior under this prior is plain maximum
+    likelihood (Graves 2011, Table 1 rows with a uniform prior).
+    """
+
+    def log_prob(self, w: Tensor) -> Tensor:
+        return torch.zeros_like(w)

@@ -1,0 +1,62 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from torchbayes.cli import main
+
+
+def test_help_lists_the_run_command(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "run" in capsys.readouterr().out
+
+
+def test_list_names_the_regression_experiment(capsys):
+    assert main(["list"]) == 0
+    assert "regression" in capsys.readouterr().out
+
+
+def test_unknown_experiment_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "no-such-thing"])
+    assert exit_info.value.code == 2
+    assert "no-such-thing" in capsys.readouterr().err
+
+
+def test_run_regression_end_to_end_through_the_console_script(tmp_path):
+    """The installed `torchbayes` entry point writes the plot, JSON and report it prints."""
+    out = tmp_path / "regression"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torchbayes",
+        "run",
+        "regression",
+        "--quick",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (out / "regression.png").stat().st_size > 10_000
+    result = json.loads((out / "result.json").read_text())
+    assert result["config"]["seed"] == 3
+    for model in ("bbb", "plain"):
+        assert 0.0 <= result["metrics"][model]["coverage_50_in_range"] <= 1.0
+    plain, bbb = result["metrics"]["plain"], result["metrics"]["bbb"]
+    assert plain["mean_epistemic_std_inside"] == plain["mean_epistemic_std_outside"] == 0.0
+    assert bbb["mean_epistemic_std_outside"] > 1.3 * bbb["mean_epistemic_std_inside"] > 0.0
+    assert "Bayes by Backprop" in (out / "report.md").read_text()
+    assert str(out / "result.json") in done.stdout
+
+
+def test_unwritable_output_folder_fails_before_training(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(OSError, match="not writable"):
+        main(["run", "regression", "--quick", "--out", str(blocker / "sub")])
