@@ -82,3 +82,16 @@ def test_bad_arguments():
         FixedGaussian(torch.zeros(2), std=0.0)
     with pytest.raises(ValueError, match="rho_init_std="):
         DiagonalGaussian(torch.zeros(2), rho_init_std=-1.0)
+
+
+def test_log_prob_of_draw_equals_log_prob_in_value_and_gradient():
+    q = DiagonalGaussian(torch.randn(6, dtype=torch.float64), rho_init=-1.0, rho_init_std=0.5)
+    draw = q.draw(torch.Generator().manual_seed(4))
+    fast = q.log_prob_of_draw(draw)
+    slow = q.log_prob(draw.sample).sum()
+    torch.testing.assert_close(fast, slow)
+    (g_fast_rho,) = torch.autograd.grad(fast, [q.rho], retain_graph=True)
+    g_slow_mu, g_slow_rho = torch.autograd.grad(slow, [q.mu, q.rho])
+    torch.testing.assert_close(g_fast_rho, g_slow_rho)
+    # with ε fixed, log q(μ + σε | μ, σ) does not depend on μ: the path and score terms cancel
+    torch.testing.assert_close(g_slow_mu, torch.zeros_like(q.mu), atol=1e-12, rtol=0)

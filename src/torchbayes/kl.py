@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from .priors import Gaussian, Prior, Uniform
-from .variational import Delta, VariationalDistribution, _Gaussian
+from .variational import Delta, Draw, VariationalDistribution, _Gaussian
 
 __all__ = ["gaussian_kl", "has_closed_form", "kl_divergence", "monte_carlo_kl", "register_kl"]
 
@@ -51,28 +51,34 @@ def has_closed_form(q: VariationalDistribution, p: Prior) -> bool:
     return _lookup(q, p) is not None
 
 
-def monte_carlo_kl(q: VariationalDistribution, p: Prior, sample: Tensor) -> Tensor:
-    """Blundell et al. (2015) eq. 2: Σ [log q(w) − log p(w)] at one sample w ~ q."""
+def monte_carlo_kl(q: VariationalDistribution, p: Prior, sample: Tensor | Draw) -> Tensor:
+    """Blundell et al. (2015) eq. 2: Σ [log q(w) − log p(w)] at one sample w ~ q.
+
+    Given a :class:`~torchbayes.variational.Draw` of a Gaussian q, log q(w) comes from its ε
+    and σ (same value and gradient, fewer passes over the weights).
+    """
+    if isinstance(sample, Draw):
+        log_q = q.log_prob_of_draw(sample) if isinstance(q, _Gaussian) else None
+        sample = sample.sample
+        if log_q is not None:
+            return log_q - p.log_prob(sample).sum()
     return (q.log_prob(sample) - p.log_prob(sample)).sum()
 
 
 def kl_divergence(
-    q: VariationalDistribution,
-    p: Prior,
-    sample: Tensor | None = None,
-    stddev: Tensor | None = None,
+    q: VariationalDistribution, p: Prior, draw: Tensor | Draw | None = None
 ) -> Tensor:
     """KL(q‖p) in nats, summed over the tensor: closed form if known, else Monte Carlo.
 
-    ``sample`` (a draw from q) is used by the Monte Carlo estimate; ``stddev`` (q's σ, already
-    computed by the forward pass) spares recomputing it in a closed form.
+    ``draw`` — a sample from q, or the :class:`~torchbayes.variational.Draw` the forward pass
+    made — is what the Monte Carlo estimate uses; a closed form reuses the draw's σ.
     """
     fn = _lookup(q, p)
     if fn is not None:
-        return fn(q, p, stddev)
-    if sample is None:
-        sample = q.rsample()
-    return monte_carlo_kl(q, p, sample)
+        return fn(q, p, draw.stddev if isinstance(draw, Draw) else None)
+    if draw is None:
+        draw = q.draw()
+    return monte_carlo_kl(q, p, draw)
 
 
 class _GaussianKL(torch.autograd.Function):

@@ -20,6 +20,7 @@ Layers build them with a factory ``posterior(init_mean) -> VariationalDistributi
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -27,9 +28,21 @@ from torch import Tensor, nn
 
 from . import _checks
 
-__all__ = ["Delta", "DiagonalGaussian", "FixedGaussian", "VariationalDistribution"]
+__all__ = ["Delta", "DiagonalGaussian", "Draw", "FixedGaussian", "VariationalDistribution"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class Draw(NamedTuple):
+    """One reparameterized draw w = μ + σ ε with the σ and ε that made it.
+
+    Layers keep the draw of their last forward pass so the complexity cost can reuse σ
+    (closed form) or ε (Monte Carlo: log q(w) = −½ε² − log σ − ½ log 2π, no re-evaluation).
+    """
+
+    sample: Tensor
+    stddev: Tensor | None = None
+    noise: Tensor | None = None
 
 
 class VariationalDistribution(nn.Module):
@@ -53,11 +66,9 @@ class VariationalDistribution(nn.Module):
         """Reparameterized sample of shape ``sample_shape + mean.shape``."""
         raise NotImplementedError
 
-    def rsample_with_stddev(
-        self, generator: torch.Generator | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """One sample and the σ it used, so a layer's KL can reuse σ in the same step."""
-        return self.rsample((), generator), self.stddev
+    def draw(self, generator: torch.Generator | None = None) -> Draw:
+        """One reparameterized sample with what made it (see :class:`Draw`)."""
+        return Draw(self.rsample((), generator))
 
     def log_prob(self, w: Tensor) -> Tensor:
         raise NotImplementedError
@@ -76,9 +87,21 @@ class _Gaussian(VariationalDistribution):
     def rsample(self, sample_shape=(), generator=None) -> Tensor:
         return torch.addcmul(self.mu, self.stddev, self._noise(sample_shape, generator))
 
-    def rsample_with_stddev(self, generator=None) -> tuple[Tensor, Tensor]:
-        sigma = self.stddev
-        return torch.addcmul(self.mu, sigma, self._noise((), generator)), sigma
+    def draw(self, generator=None) -> Draw:
+        sigma, eps = self.stddev, self._noise((), generator)
+        return Draw(torch.addcmul(self.mu, sigma, eps), sigma, eps)
+
+    def log_prob_of_draw(self, draw: Draw) -> Tensor:
+        """Σ log q(w) at a draw of this q: −½ Σε² − Σ log σ − n ½ log 2π.
+
+        Equal in value and in its θ-gradient to ``log_prob(draw.sample).sum()`` (with ε fixed,
+        log q(μ + σε | μ, σ) depends on θ only through −log σ) but two passes instead of seven.
+        """
+        if draw.noise is None or draw.stddev is None:
+            return self.log_prob(draw.sample).sum()
+        eps = draw.noise.reshape(-1)
+        n = eps.numel()
+        return -0.5 * torch.dot(eps, eps) - torch.log(draw.stddev).sum() - n * _HALF_LOG_2PI
 
     def log_prob(self, w: Tensor) -> Tensor:
         sigma = self.stddev

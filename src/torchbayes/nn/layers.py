@@ -21,7 +21,7 @@ from torch.nn.modules.utils import _pair
 from .. import _checks
 from ..kl import kl_divergence
 from ..priors import Gaussian, Prior
-from ..variational import DiagonalGaussian, VariationalDistribution
+from ..variational import DiagonalGaussian, Draw, VariationalDistribution
 
 __all__ = ["ESTIMATORS", "BayesConv2d", "BayesLinear", "BayesianLayer", "PosteriorFactory"]
 
@@ -50,8 +50,7 @@ class BayesianLayer(nn.Module):
         self.prior = prior if prior is not None else Gaussian(0.0, 1.0)
         self.estimator = estimator
         self.sampling = True
-        self._last_sample: dict[str, Tensor] = {}
-        self._last_stddev: dict[str, Tensor] = {}
+        self._last_draw: dict[str, Draw] = {}
         names = []
         for name, value in init.items():
             if value is None:
@@ -64,7 +63,7 @@ class BayesianLayer(nn.Module):
     def __getstate__(self) -> dict[str, Any]:
         # The cached sample belongs to one autograd graph; copies and pickles drop it.
         state = self.__dict__.copy()
-        state["_last_sample"], state["_last_stddev"] = {}, {}
+        state["_last_draw"] = {}
         return state
 
     def __deepcopy__(self, memo: dict[int, Any]) -> BayesianLayer:
@@ -81,12 +80,11 @@ class BayesianLayer(nn.Module):
 
     def weights(self) -> dict[str, Tensor]:
         """The weights this forward pass uses: a fresh sample, or the mean."""
-        self._last_sample, self._last_stddev = {}, {}
         if not self.sampling:
+            self._last_draw = {}
             return {name: q.mean for name, q in self.posteriors()}
-        for name, q in self.posteriors():
-            self._last_sample[name], self._last_stddev[name] = q.rsample_with_stddev()
-        return dict(self._last_sample)
+        self._last_draw = {name: q.draw() for name, q in self.posteriors()}
+        return {name: d.sample for name, d in self._last_draw.items()}
 
     def kl(self) -> Tensor:
         """KL(q‖p) in nats over this layer's weights.
@@ -98,9 +96,7 @@ class BayesianLayer(nn.Module):
         """
         total = None
         for name, q in self.posteriors():
-            term = kl_divergence(
-                q, self.prior, self._last_sample.get(name), self._last_stddev.get(name)
-            )
+            term = kl_divergence(q, self.prior, self._last_draw.get(name))
             total = term if total is None else total + term
         assert total is not None
         return total
