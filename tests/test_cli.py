@@ -60,3 +60,29 @@ def test_unwritable_output_folder_fails_before_training(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(OSError, match="not writable"):
         main(["run", "regression", "--quick", "--out", str(blocker / "sub")])
+
+
+def test_set_overrides_typed_config_fields():
+    from torchbayes.cli import config_overrides
+    from torchbayes.experiments.regression import Config
+
+    got = config_overrides(Config, ["hidden=8,4", "lr=0.5", "likelihood=homoscedastic", "steps=3"])
+    assert got == {"hidden": (8, 4), "lr": 0.5, "likelihood": "homoscedastic", "steps": 3}
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("nosuch=1", "unknown config field 'nosuch'"),
+        ("steps=ten", "steps='ten'"),
+        ("steps", "KEY=VALUE"),
+    ],
+)
+def test_bad_set_is_a_clear_error(pair, message, capsys, tmp_path):
+    assert main(["run", "regression", "--quick", "--out", str(tmp_path), "--set", pair]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_invalid_config_value_names_the_field(capsys, tmp_path):
+    assert main(["run", "regression", "--out", str(tmp_path), "--set", "likelihood=cauchy"]) == 2
+    assert "likelihood=" in capsys.readouterr().err

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import typing
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .experiments import EXPERIMENTS
@@ -28,9 +31,51 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, default=None, help="output folder (default: runs/NAME)")
     run.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     run.add_argument("--quick", action="store_true", help="the small preset used by CI")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set likelihood=homoscedastic --set hidden=100,100",
+    )
 
     commands.add_parser("list", help="list the experiments")
     return parser
+
+
+def _convert(value: str, annotation: Any, key: str) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        (item_type, *_) = typing.get_args(annotation) or (str,)
+        return tuple(_convert(v, item_type, key) for v in value.split(",") if v)
+    if annotation is bool:
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"--set {key} takes true or false, got {key}={value!r}")
+        return value.lower() in ("true", "1")
+    try:
+        return annotation(value) if annotation in (int, float, str) else value
+    except ValueError:
+        raise ValueError(
+            f"--set {key} takes a {annotation.__name__}, got {key}={value!r}"
+        ) from None
+
+
+def config_overrides(config_type: type, pairs: Sequence[str]) -> dict[str, Any]:
+    """Parse ``KEY=VALUE`` strings into typed values for the fields of ``config_type``."""
+    hints = typing.get_type_hints(config_type)
+    fields = {f.name for f in dataclasses.fields(config_type)}
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--set takes KEY=VALUE, got {pair!r}")
+        if key not in fields:
+            raise ValueError(
+                f"--set: unknown config field {key!r}; fields: {', '.join(sorted(fields))}"
+            )
+        overrides[key] = _convert(value, hints[key], key)
+    return overrides
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,7 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{name:<16} {(module.__doc__ or '').strip().splitlines()[0]}")
         return 0
     module = EXPERIMENTS[args.experiment]
-    config = module.Config.quick(seed=args.seed) if args.quick else module.Config(seed=args.seed)
+    try:
+        overrides = {"seed": args.seed, **config_overrides(module.Config, args.overrides)}
+        config = module.Config.quick(**overrides) if args.quick else module.Config(**overrides)
+    except ValueError as err:
+        print(f"torchbayes run {args.experiment}: {err}", file=sys.stderr)
+        return 2
     out = args.out if args.out is not None else Path("runs") / args.experiment
     result = module.run(config, out)
     print(result.report)

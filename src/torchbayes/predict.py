@@ -120,6 +120,8 @@ class RegressionPrediction:
     epistemic_std: Tensor
     aleatoric_std: Tensor
     quantiles: dict[float, Tensor]
+    function_quantiles: dict[float, Tensor]
+    """Quantiles of f(x; θ) over θ alone, without noise: the epistemic band."""
 
     @property
     def std(self) -> Tensor:
@@ -154,12 +156,15 @@ def regression_prediction_from_samples(
         outputs.shape, generator=generator, device=outputs.device, dtype=outputs.dtype
     )
     draws = torch.addcmul(outputs, noise, eps)
-    q_values = torch.quantile(draws, torch.tensor(levels, dtype=outputs.dtype), dim=0)
+    probs = torch.tensor(levels, dtype=outputs.dtype, device=outputs.device)
+    q_values = torch.quantile(draws, probs, dim=0)
+    f_values = torch.quantile(outputs, probs, dim=0)
     return RegressionPrediction(
         mean=outputs.mean(0),
         epistemic_std=outputs.std(0, correction=0),
         aleatoric_std=noise.pow(2).mean(0).sqrt(),
         quantiles={lvl: q_values[i] for i, lvl in enumerate(levels)},
+        function_quantiles={lvl: f_values[i] for i, lvl in enumerate(levels)},
     )
 
 
