@@ -1,0 +1,19 @@
+"""The README's API example runs as written (with a tiny stand-in loader)."""
+
+import re
+from pathlib import Path
+
+import torch
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_api_example_runs():
+    code = re.search(r"## The API in ten lines\n\n```python\n(.*?)```", README.read_text(), re.S)
+    assert code, "README lost its API example"
+    loader = [(torch.randn(16, 784), torch.randint(0, 10, (16,))) for _ in range(2)]
+    namespace = {"loader": loader, "x_test": torch.randn(3, 784)}
+    exec(code.group(1), namespace)
+    pred = namespace["pred"]
+    torch.testing.assert_close(pred.probs.sum(-1), torch.ones(3))
+    assert pred.epistemic.shape == (3,)
