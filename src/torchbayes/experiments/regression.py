@@ -202,22 +202,13 @@ def _plot(path: Path, grid: Tensor, x: Tensor, y: Tensor, panels: dict, config: 
     g = grid.squeeze(-1).numpy()
     for ax, (title, pred) in zip(axes, panels.items(), strict=True):
         ax.axvspan(config.train_low, config.train_high, color="0.93", label="training range")
-        ax.fill_between(
-            g,
-            pred.quantiles[0.25].squeeze(-1).numpy(),
-            pred.quantiles[0.75].squeeze(-1).numpy(),
-            color="tab:blue",
-            alpha=0.25,
-            label="predictive interquartile range",
+        bands = (
+            (pred.quantiles, 0.25, "predictive interquartile range"),
+            (pred.function_quantiles, 0.6, "interquartile range of f(x; θ) (epistemic)"),
         )
-        ax.fill_between(
-            g,
-            pred.function_quantiles[0.25].squeeze(-1).numpy(),
-            pred.function_quantiles[0.75].squeeze(-1).numpy(),
-            color="tab:blue",
-            alpha=0.6,
-            label="interquartile range of f(x; θ) (epistemic)",
-        )
+        for quantiles, alpha, label in bands:
+            low, high = quantiles[0.25].squeeze(-1).numpy(), quantiles[0.75].squeeze(-1).numpy()
+            ax.fill_between(g, low, high, color="tab:blue", alpha=alpha, label=label)
         ax.plot(g, pred.median.squeeze(-1).numpy(), color="tab:red", label="median")
         ax.scatter(
             x.squeeze(-1).numpy(), y.squeeze(-1).numpy(), s=6, c="k", marker="x", label="data"
