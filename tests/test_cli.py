@@ -86,3 +86,31 @@ def test_bad_set_is_a_clear_error(pair, message, capsys, tmp_path):
 def test_invalid_config_value_names_the_field(capsys, tmp_path):
     assert main(["run", "regression", "--out", str(tmp_path), "--set", "likelihood=cauchy"]) == 2
     assert "likelihood=" in capsys.readouterr().err
+
+
+def test_run_mlp_sgmcmc_end_to_end(tmp_path):
+    out = tmp_path / "mlp"
+    assert (
+        main(
+            [
+                "run",
+                "mlp-sgmcmc",
+                "--quick",
+                "--out",
+                str(out),
+                "--set",
+                "epochs=6",
+                "--set",
+                "burn_in_epochs=3",
+                "--set",
+                "hidden=32",
+            ]
+        )
+        == 0
+    )
+    result = json.loads((out / "result.json").read_text())
+    assert set(result["metrics"]) == {"sgd", "rmsprop", "sgld", "psgld", "sghmc", "sgnht"}
+    for m in result["metrics"].values():
+        assert m["samples"] == 3 == len(m["error_vs_samples"]) == len(m["nll_vs_samples"])
+        assert 0.0 <= m["averaged_error"] < 0.5
+    assert (out / "mlp_sgmcmc.png").stat().st_size > 10_000

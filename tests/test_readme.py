@@ -17,3 +17,15 @@ def test_api_example_runs():
     pred = namespace["pred"]
     torch.testing.assert_close(pred.probs.sum(-1), torch.ones(3))
     assert pred.epistemic.shape == (3,)
+
+
+def test_sgmcmc_example_runs():
+    text = README.read_text()
+    code = re.search(r"## SG-MCMC: samplers as optimizers\n\n```python\n(.*?)```", text, re.S)
+    assert code, "README lost its SG-MCMC example"
+    x_train, y_train = torch.rand(128, 64), torch.randint(0, 10, (128,))
+    batches = [(x_train[i : i + 64], y_train[i : i + 64]) for _ in range(1100) for i in (0, 64)]
+    namespace = {"x_train": x_train, "x_test": torch.rand(5, 64), "batches": batches}
+    exec(code.group(1), namespace)
+    assert len(namespace["collector"]) > 1
+    torch.testing.assert_close(namespace["pred"].probs.sum(-1), torch.ones(5))
