@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from _timing import interleaved_medians
 
 from torchbayes.models import mlp
 from torchbayes.samplers import PSGLD, SGHMC, SGLD, SGNHT
@@ -62,13 +61,6 @@ def step_fn(make_optimizer, x: torch.Tensor, y: torch.Tensor) -> Callable[[], No
     return step
 
 
-def time_steps(step: Callable[[], None], steps: int) -> float:
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - start) / steps * 1e3
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
@@ -84,14 +76,9 @@ def main() -> None:
     print(f"| {'pair':<24} | {'sampler ms':>10} | {'twin ms':>8} | {'ratio':>6} |")
     print(f"|{'-' * 26}|{'-' * 12}|{'-' * 10}|{'-' * 8}|")
     for name, (make_sampler, make_twin) in PAIRS.items():
-        sampler, twin = step_fn(make_sampler, x, y), step_fn(make_twin, x, y)
-        time_steps(sampler, 20)
-        time_steps(twin, 20)
-        s_times, t_times = [], []
-        for _ in range(args.rounds):
-            s_times.append(time_steps(sampler, args.steps // args.rounds))
-            t_times.append(time_steps(twin, args.steps // args.rounds))
-        s_ms, t_ms = statistics.median(s_times), statistics.median(t_times)
+        pair = {"sampler": step_fn(make_sampler, x, y), "twin": step_fn(make_twin, x, y)}
+        medians = interleaved_medians(pair, args.steps, args.rounds)
+        s_ms, t_ms = medians["sampler"], medians["twin"]
         results[name] = {"sampler_ms": s_ms, "twin_ms": t_ms, "ratio": s_ms / t_ms}
         print(f"| {name:<24} | {s_ms:10.2f} | {t_ms:8.2f} | {s_ms / t_ms:6.2f} |")
     if args.json:

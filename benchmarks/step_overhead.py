@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from _timing import interleaved_medians
 
 from torchbayes import FreeEnergy
 from torchbayes.models import mlp
@@ -116,13 +115,6 @@ def peer_variants(x: torch.Tensor, y: torch.Tensor) -> dict[str, Callable[[], No
     return variants
 
 
-def time_steps(step: Callable[[], None], steps: int) -> float:
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - start) / steps * 1e3
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -139,13 +131,7 @@ def main() -> None:
         "BBB, scale-mixture prior (MC KL)": bbb_step_fn(x, y, ScaleMixture(0.5, 1.0, 2.0**-6)),
         **peer_variants(x, y),
     }
-    for step in variants.values():
-        time_steps(step, 20)
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.rounds):
-        for name, step in variants.items():
-            times[name].append(time_steps(step, args.steps // args.rounds))
-    median = {name: statistics.median(t) for name, t in times.items()}
+    median = interleaved_medians(variants, args.steps, args.rounds)
     base = median["plain MLP"]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {BATCH}")
     print(f"| {'variant':<40} | {'ms/step':>8} | {'× plain':>7} |")

@@ -64,6 +64,23 @@ class SGMCMC(torch.optim.Optimizer):
         self.prior = prior
         self.generator = generator
 
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One sampler step for every parameter group (see :meth:`_update`)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads = self._grads(group)
+            if params:
+                self._update(group, params, grads)
+        return loss
+
+    def _update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
+        """Move ``params`` given the prior-augmented mean-loss gradients ``grads``."""
+        raise NotImplementedError
+
     # -- pieces the samplers share -------------------------------------------------------
 
     def _grads(self, group: dict[str, Any]) -> tuple[list[Tensor], list[Tensor]]:

@@ -65,25 +65,15 @@ class SGHMC(SGMCMC):
         }
         super().__init__(params, defaults, num_data, prior, generator)
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params, grads = self._grads(group)
-            if not params:
-                continue
-            buffers = _momentum_buffers(self, params)
-            torch._foreach_mul_(buffers, group["momentum"])
-            torch._foreach_add_(buffers, grads)
-            lr, temperature = group["lr"], group["temperature"]
-            if temperature > 0 and lr > 0:
-                std = math.sqrt(2 * (1 - group["momentum"]) * temperature / (lr * self.num_data))
-                torch._foreach_add_(buffers, self._noise(params), alpha=std)
-            torch._foreach_add_(params, buffers, alpha=-lr)
-        return loss
+    def _update(self, group, params, grads) -> None:
+        buffers = _momentum_buffers(self, params)
+        torch._foreach_mul_(buffers, group["momentum"])
+        torch._foreach_add_(buffers, grads)
+        lr, temperature = group["lr"], group["temperature"]
+        if temperature > 0 and lr > 0:
+            std = math.sqrt(2 * (1 - group["momentum"]) * temperature / (lr * self.num_data))
+            torch._foreach_add_(buffers, self._noise(params), alpha=std)
+        torch._foreach_add_(params, buffers, alpha=-lr)
 
 
 class SGNHT(SGMCMC):
@@ -122,29 +112,19 @@ class SGNHT(SGMCMC):
         }
         super().__init__(params, defaults, num_data, prior, generator)
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params, grads = self._grads(group)
-            if not params:
-                continue
-            buffers = _momentum_buffers(self, params)
-            first = self.state[params[0]]
-            if "thermostat" not in first:
-                first["thermostat"] = torch.tensor(group["diffusion"], dtype=params[0].dtype)
-            xi = first["thermostat"]
-            lr, temperature = group["lr"], group["temperature"]
-            torch._foreach_mul_(buffers, 1.0 - float(xi))
-            torch._foreach_add_(buffers, grads)
-            if temperature > 0 and lr > 0:
-                std = math.sqrt(2 * group["diffusion"] * temperature / (lr * self.num_data))
-                torch._foreach_add_(buffers, self._noise(params), alpha=std)
-            torch._foreach_add_(params, buffers, alpha=-lr)
-            squares = torch.stack(torch._foreach_norm(buffers)).pow(2).sum()
-            count = sum(b.numel() for b in buffers)
-            xi.add_(lr * lr * squares.to(xi.dtype) / count - lr * temperature / self.num_data)
-        return loss
+    def _update(self, group, params, grads) -> None:
+        buffers = _momentum_buffers(self, params)
+        first = self.state[params[0]]
+        if "thermostat" not in first:
+            first["thermostat"] = torch.tensor(group["diffusion"], dtype=params[0].dtype)
+        xi = first["thermostat"]
+        lr, temperature = group["lr"], group["temperature"]
+        torch._foreach_mul_(buffers, 1.0 - float(xi))
+        torch._foreach_add_(buffers, grads)
+        if temperature > 0 and lr > 0:
+            std = math.sqrt(2 * group["diffusion"] * temperature / (lr * self.num_data))
+            torch._foreach_add_(buffers, self._noise(params), alpha=std)
+        torch._foreach_add_(params, buffers, alpha=-lr)
+        squares = torch.stack(torch._foreach_norm(buffers)).pow(2).sum()
+        count = sum(b.numel() for b in buffers)
+        xi.add_(lr * lr * squares.to(xi.dtype) / count - lr * temperature / self.num_data)

@@ -45,21 +45,11 @@ class SGLD(SGMCMC):
         defaults = {"lr": lr, "weight_decay": weight_decay, "temperature": temperature}
         super().__init__(params, defaults, num_data, prior, generator)
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params, grads = self._grads(group)
-            if not params:
-                continue
-            torch._foreach_add_(params, grads, alpha=-group["lr"])
-            std = self._noise_std(group)
-            if std > 0:
-                torch._foreach_add_(params, self._noise(params), alpha=std)
-        return loss
+    def _update(self, group, params, grads) -> None:
+        torch._foreach_add_(params, grads, alpha=-group["lr"])
+        std = self._noise_std(group)
+        if std > 0:
+            torch._foreach_add_(params, self._noise(params), alpha=std)
 
 
 class PSGLD(SGMCMC):
@@ -103,33 +93,23 @@ class PSGLD(SGMCMC):
         }
         super().__init__(params, defaults, num_data, prior, generator)
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params, grads = self._grads(group)
-            if not params:
-                continue
-            square_avgs = []
-            for p in params:
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.zeros(())
-                    state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["step"] += 1
-                square_avgs.append(state["square_avg"])
-            alpha = group["alpha"]
-            torch._foreach_mul_(square_avgs, alpha)
-            torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - alpha)
-            avg = torch._foreach_sqrt(square_avgs)
-            torch._foreach_add_(avg, group["eps"])
-            torch._foreach_addcdiv_(params, grads, avg, value=-group["lr"])
-            std = self._noise_std(group)
-            if std > 0:
-                noise = self._noise(params)
-                torch._foreach_sqrt_(avg)
-                torch._foreach_addcdiv_(params, noise, avg, value=std)
-        return loss
+    def _update(self, group, params, grads) -> None:
+        square_avgs = []
+        for p in params:
+            state = self.state[p]
+            if not state:
+                state["step"] = torch.zeros(())
+                state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["step"] += 1
+            square_avgs.append(state["square_avg"])
+        alpha = group["alpha"]
+        torch._foreach_mul_(square_avgs, alpha)
+        torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - alpha)
+        avg = torch._foreach_sqrt(square_avgs)
+        torch._foreach_add_(avg, group["eps"])
+        torch._foreach_addcdiv_(params, grads, avg, value=-group["lr"])
+        std = self._noise_std(group)
+        if std > 0:  # noise N(0, 2·lr·T·G/N) with G = 1/avg
+            noise = self._noise(params)
+            torch._foreach_sqrt_(avg)
+            torch._foreach_addcdiv_(params, noise, avg, value=std)

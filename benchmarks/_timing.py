@@ -1,0 +1,28 @@
+"""Timing helpers shared by the benchmark scripts (each script still runs on its own)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def time_steps(step: Callable[[], None], steps: int) -> float:
+    """Mean milliseconds per call of ``step`` over ``steps`` calls."""
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps * 1e3
+
+
+def interleaved_medians(
+    variants: dict[str, Callable[[], None]], steps: int, rounds: int, warmup: int = 20
+) -> dict[str, float]:
+    """Median ms/step of each variant, timed in interleaved rounds so load hits all alike."""
+    for step in variants.values():
+        time_steps(step, warmup)
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, step in variants.items():
+            times[name].append(time_steps(step, max(1, steps // rounds)))
+    return {name: statistics.median(t) for name, t in times.items()}
