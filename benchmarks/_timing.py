@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
+
+import torch
 
 
 def time_steps(step: Callable[[], None], steps: int) -> float:
@@ -26,3 +29,15 @@ def interleaved_medians(
         for name, step in variants.items():
             times[name].append(time_steps(step, max(1, steps // rounds)))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def benchmark_args(description: str, default_steps: int) -> argparse.Namespace:
+    """--steps/--rounds/--threads/--json, and the thread count applied."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--steps", type=int, default=default_steps)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", type=str, default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    return args

@@ -10,13 +10,12 @@ sampler adds (noise, thermostat), not a different code path.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _timing import interleaved_medians
+from _timing import benchmark_args, interleaved_medians
 
 from torchbayes.models import mlp
 from torchbayes.samplers import PSGLD, SGHMC, SGLD, SGNHT
@@ -62,13 +61,7 @@ def step_fn(make_optimizer, x: torch.Tensor, y: torch.Tensor) -> Callable[[], No
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json", type=str, default=None)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = benchmark_args(__doc__.splitlines()[0], default_steps=300)
     torch.manual_seed(0)
     x, y = torch.randn(BATCH, 784), torch.randint(0, 10, (BATCH,))
     results = {}

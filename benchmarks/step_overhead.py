@@ -17,13 +17,12 @@ KL), blitz (scale-mixture prior, Monte Carlo KL).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _timing import interleaved_medians
+from _timing import benchmark_args, interleaved_medians
 
 from torchbayes import FreeEnergy
 from torchbayes.models import mlp
@@ -116,13 +115,7 @@ def peer_variants(x: torch.Tensor, y: torch.Tensor) -> dict[str, Callable[[], No
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json", type=str, default=None)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = benchmark_args(__doc__.splitlines()[0], default_steps=200)
     torch.manual_seed(0)
     x, y = torch.randn(BATCH, 784), torch.randint(0, 10, (BATCH,))
     variants = {

@@ -14,6 +14,18 @@ from typing import Any
 import torch
 
 
+def library_versions() -> dict[str, str]:
+    """Library, torch and Python versions and the thread count, recorded with every result."""
+    from .. import __version__
+
+    return {
+        "torchbayes": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": str(torch.get_num_threads()),
+    }
+
+
 @dataclass
 class Result:
     """An experiment's outcome. ``files`` maps a short label to a path written under ``out``."""
@@ -24,21 +36,10 @@ class Result:
     timings: dict[str, float]
     report: str = ""
     files: dict[str, str] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=library_versions)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def versions() -> dict[str, str]:
-    from .. import __version__
-
-    return {
-        "torchbayes": __version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "threads": str(torch.get_num_threads()),
-    }
 
 
 def prepare_output(out: str | os.PathLike) -> Path:

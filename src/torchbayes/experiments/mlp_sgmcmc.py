@@ -30,7 +30,7 @@ from ..models import mlp
 from ..predict import sample_outputs
 from ..samplers import PSGLD, SGHMC, SGLD, SGNHT
 from ..vi import check_finite
-from ._result import Result, prepare_output, versions, write_result
+from ._result import Result, prepare_output, write_result
 
 METHODS = ("sgd", "rmsprop", "sgld", "psgld", "sghmc", "sgnht")
 
@@ -207,7 +207,6 @@ def run(config: Config, out: str | Path) -> Result:
         metrics=metrics,
         timings=timings,
         files={"plot": str(plot)},
-        versions=versions(),
     )
     result.report = _report(result)
     write_result(result, out_dir)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -33,8 +34,9 @@ from ..nn import to_bayesian
 from ..posterior import Posterior, SampleSet, VariationalPosterior
 from ..predict import RegressionPrediction, noise_std_from_output, predict_regression
 from ..priors import Gaussian
+from ..variational import DiagonalGaussian
 from ..vi import FreeEnergy, check_finite
-from ._result import Result, prepare_output, versions, write_result
+from ._result import Result, prepare_output, write_result
 
 
 @dataclass
@@ -294,7 +296,7 @@ def run(config: Config, out: str | Path) -> Result:
         bbb = to_bayesian(
             mlp(1, config.hidden, noise_bbb.outputs),
             prior=Gaussian(0.0, config.prior_std),
-            posterior=lambda mean: _diag(mean, config.rho_init),
+            posterior=partial(DiagonalGaussian, rho_init=config.rho_init),
         )
 
         start = time.perf_counter()
@@ -332,14 +334,7 @@ def run(config: Config, out: str | Path) -> Result:
         metrics=metrics,
         timings=timings,
         files={"plot": str(plot)},
-        versions=versions(),
     )
     result.report = _report(result)
     write_result(result, out_dir)
     return result
-
-
-def _diag(mean: Tensor, rho_init: float):
-    from ..variational import DiagonalGaussian
-
-    return DiagonalGaussian(mean, rho_init=rho_init)

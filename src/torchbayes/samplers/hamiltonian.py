@@ -119,7 +119,7 @@ class SGNHT(SGMCMC):
             first["thermostat"] = torch.tensor(group["diffusion"], dtype=params[0].dtype)
         xi = first["thermostat"]
         lr, temperature = group["lr"], group["temperature"]
-        torch._foreach_mul_(buffers, 1.0 - float(xi))
+        torch._foreach_mul_(buffers, 1.0 - xi)  # a tensor scalar: no host sync
         torch._foreach_add_(buffers, grads)
         if temperature > 0 and lr > 0:
             std = math.sqrt(2 * group["diffusion"] * temperature / (lr * self.num_data))
