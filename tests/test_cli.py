@@ -114,3 +114,22 @@ def test_run_mlp_sgmcmc_end_to_end(tmp_path):
         assert m["samples"] == 3 == len(m["error_vs_samples"]) == len(m["nll_vs_samples"])
         assert 0.0 <= m["averaged_error"] < 0.5
     assert (out / "mlp_sgmcmc.png").stat().st_size > 10_000
+
+
+def test_run_mushroom_end_to_end(tmp_path):
+    out = tmp_path / "mushroom"
+    args = ["run", "mushroom", "--quick", "--out", str(out), "--set", "steps=40"]
+    assert main([*args, "--set", "hidden=16,16"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    agents = result["metrics"]["agents"]
+    assert set(agents) == {"bbb", "vd", "psgld", "greedy", "eps1", "eps5"}
+    for a in agents.values():
+        assert len(a["per_seed_regret"]) == 2 and 0.0 <= a["tail_accuracy"] <= 1.0
+    assert len(result["metrics"]["curves"]["bbb"]) == len(result["metrics"]["curve_steps"]) == 40
+    assert (out / "mushroom.png").stat().st_size > 10_000
+    assert "cumulative regret" in (out / "report.md").read_text()
+
+
+def test_mushroom_rejects_unknown_agents(capsys, tmp_path):
+    assert main(["run", "mushroom", "--out", str(tmp_path), "--set", "agents=bbb,ucb"]) == 2
+    assert "agents='ucb'" in capsys.readouterr().err

@@ -3,9 +3,15 @@ import math
 import pytest
 import torch
 
-from torchbayes.kl import gaussian_kl, has_closed_form, kl_divergence, monte_carlo_kl
-from torchbayes.priors import Gaussian, Laplace, ScaleMixture, Uniform
-from torchbayes.variational import Delta, DiagonalGaussian, FixedGaussian
+from torchbayes.kl import (
+    gaussian_kl,
+    has_closed_form,
+    kl_divergence,
+    log_uniform_kl,
+    monte_carlo_kl,
+)
+from torchbayes.priors import Gaussian, Laplace, LogUniform, ScaleMixture, Uniform
+from torchbayes.variational import Delta, DiagonalGaussian, FixedGaussian, VariationalDropout
 
 
 def _q(n=50, dtype=torch.float64):
@@ -91,3 +97,36 @@ def test_delta_kl_is_negative_log_prior():
 def test_uniform_prior_kl_is_negative_entropy():
     q = _q(5)
     torch.testing.assert_close(kl_divergence(q, Uniform()), -q.entropy())
+
+
+def _neg_kl_up_to_constant(log_alpha: float, n: int = 400_000) -> float:
+    """−KL(N(θ, αθ²)‖log-uniform) + C = ½ log α − E log|1 + √α ε| (Kingma et al. 2015 §3.3)."""
+    g = torch.Generator().manual_seed(0)
+    eps = torch.randn(n, generator=g, dtype=torch.float64)
+    return 0.5 * log_alpha - float(torch.log((1 + math.exp(0.5 * log_alpha) * eps).abs()).mean())
+
+
+def test_log_uniform_kl_approximations_track_a_monte_carlo_estimate():
+    """Both fits, minus the Monte Carlo value, are one constant over α ∈ [e^-6, 1] (to 0.05 for
+    Kingma's cubic, 0.03 for Molchanov's sigmoid)."""
+    grid = [-6.0, -4.0, -2.0, -1.0, 0.0]
+    mc = torch.tensor([-_neg_kl_up_to_constant(la) for la in grid], dtype=torch.float64)
+    for bounded, tolerance in ((True, 0.05), (False, 0.03)):
+        fit = log_uniform_kl(torch.tensor(grid, dtype=torch.float64), bounded=bounded)
+        offset = fit - mc
+        assert float(offset.max() - offset.min()) < tolerance, (bounded, offset)
+
+
+def test_log_uniform_kl_fits_agree_and_sparse_fit_vanishes_for_large_alpha():
+    log_alpha = torch.linspace(-8, 0, 17, dtype=torch.float64)
+    cubic, sigmoid = log_uniform_kl(log_alpha, True), log_uniform_kl(log_alpha, False)
+    torch.testing.assert_close(cubic, sigmoid, atol=0.05, rtol=0)
+    assert float(log_uniform_kl(torch.tensor(12.0), bounded=False)) < 1e-3
+
+
+def test_variational_dropout_kl_dispatches_and_counts_every_weight():
+    q = VariationalDropout(torch.randn(5, 4), alpha_init=0.3, granularity="neuron")
+    kl = kl_divergence(q, LogUniform())
+    per_weight = log_uniform_kl(torch.tensor(math.log(0.3)))
+    torch.testing.assert_close(kl, 20 * per_weight)
+    assert has_closed_form(q, LogUniform())

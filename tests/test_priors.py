@@ -71,3 +71,21 @@ def test_priors_move_with_state_dict():
 def test_bad_hyperparameters_name_the_argument(make, name):
     with pytest.raises(ValueError, match=rf"\b{name}="):
         make()
+
+
+@pytest.mark.parametrize(
+    "pi,log_s1,log_s2", [(0.5, 0.0, -6.0), (0.25, -1.0, -7.0), (0.75, -2.0, -8.0)]
+)
+def test_fused_scale_mixture_matches_the_two_normal_mixture(pi, log_s1, log_s2):
+    """Value and gradient of the fused density against torch.distributions + logaddexp."""
+    p = ScaleMixture(pi, math.exp(log_s1), math.exp(log_s2)).double()
+    w = (0.2 * torch.randn(500, dtype=torch.float64)).requires_grad_()
+    reference = torch.logaddexp(
+        math.log(pi) + Normal(0.0, math.exp(log_s1)).log_prob(w),
+        math.log1p(-pi) + Normal(0.0, math.exp(log_s2)).log_prob(w),
+    )
+    fused = p.log_prob(w)
+    torch.testing.assert_close(fused, reference, rtol=1e-6, atol=1e-6)
+    (g_ref,) = torch.autograd.grad(reference.sum(), w)
+    (g_fused,) = torch.autograd.grad(fused.sum(), w)
+    torch.testing.assert_close(g_fused, g_ref, rtol=1e-6, atol=1e-6)

@@ -29,3 +29,18 @@ def test_sgmcmc_example_runs():
     exec(code.group(1), namespace)
     assert len(namespace["collector"]) > 1
     torch.testing.assert_close(namespace["pred"].probs.sum(-1), torch.ones(5))
+
+
+def test_bandit_example_runs():
+    text = README.read_text()
+    code = re.search(
+        r"## Bandits: Thompson sampling with any posterior\n\n```python\n(.*?)```", text, re.S
+    )
+    assert code, "README lost its bandit example"
+    namespace = {"steps": 5}
+    exec(
+        code.group(1).replace("updates_per_step=16", "updates_per_step=1, progress=False"),
+        namespace,
+    )
+    assert namespace["history"].regret.shape == (5, 2, 3)
+    assert namespace["actions"].shape == (5,)

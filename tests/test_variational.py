@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from torchbayes.priors import ScaleMixture
-from torchbayes.variational import Delta, DiagonalGaussian, FixedGaussian
+from torchbayes.variational import Delta, DiagonalGaussian, FixedGaussian, VariationalDropout
 
 
 def test_diagonal_gaussian_sigma_is_softplus_rho():
@@ -95,3 +95,31 @@ def test_log_prob_of_draw_equals_log_prob_in_value_and_gradient():
     torch.testing.assert_close(g_fast_rho, g_slow_rho)
     # with ε fixed, log q(μ + σε | μ, σ) does not depend on μ: the path and score terms cancel
     torch.testing.assert_close(g_slow_mu, torch.zeros_like(q.mu), atol=1e-12, rtol=0)
+
+
+def test_variational_dropout_has_std_sqrt_alpha_times_mean():
+    theta = torch.tensor([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]])
+    q = VariationalDropout(theta, alpha_init=0.25)
+    torch.testing.assert_close(q.stddev, 0.5 * theta.abs())
+    samples = q.rsample((20000,), torch.Generator().manual_seed(0))
+    torch.testing.assert_close(samples.std(0), 0.5 * theta.abs(), atol=0.02, rtol=0.02)
+
+
+@pytest.mark.parametrize(
+    "granularity,batch_dims,shape",
+    [("weight", 0, (4, 3)), ("neuron", 0, (4, 1)), ("layer", 0, (1, 1)), ("neuron", 1, (2, 4, 1))],
+)
+def test_variational_dropout_alpha_granularity(granularity, batch_dims, shape):
+    mean = torch.randn(2, 4, 3) if batch_dims else torch.randn(4, 3)
+    q = VariationalDropout(mean, granularity=granularity, batch_dims=batch_dims)
+    assert q.log_alpha.shape == shape
+    assert q.stddev.shape == mean.shape
+
+
+def test_variational_dropout_alpha_is_clipped_at_max_alpha():
+    q = VariationalDropout(torch.ones(3), alpha_init=4.0, max_alpha=1.0)
+    torch.testing.assert_close(q.alpha, torch.ones(3))
+    unbounded = VariationalDropout(torch.ones(3), alpha_init=4.0, max_alpha=None)
+    torch.testing.assert_close(unbounded.alpha, torch.full((3,), 4.0))
+    with pytest.raises(ValueError, match="granularity='row'"):
+        VariationalDropout(torch.ones(3), granularity="row")

@@ -6,6 +6,7 @@ uncertainty and downstream tools use only that.
 """
 
 from . import kl, nn, predict, priors, variational, vi
+from .population import Population
 from .posterior import Posterior, SampleSet, VariationalPosterior
 from .predict import predict_classes, predict_regression, sample_outputs
 from .vi import FreeEnergy
@@ -14,6 +15,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FreeEnergy",
+    "Population",
     "Posterior",
     "SampleSet",
     "VariationalPosterior",

@@ -10,15 +10,24 @@ complexity and likelihood terms share it:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from .priors import Gaussian, Prior, Uniform
-from .variational import Delta, Draw, VariationalDistribution, _Gaussian
+from .priors import Gaussian, LogUniform, Prior, Uniform
+from .variational import Delta, Draw, VariationalDistribution, VariationalDropout, _Gaussian
 
-__all__ = ["gaussian_kl", "has_closed_form", "kl_divergence", "monte_carlo_kl", "register_kl"]
+__all__ = [
+    "gaussian_kl",
+    "has_closed_form",
+    "kl_divergence",
+    "log_uniform_kl",
+    "monte_carlo_kl",
+    "register_kl",
+]
 
 KLFn = Callable[[VariationalDistribution, Prior, "Tensor | None"], Tensor]
 _REGISTRY: dict[tuple[type, type], KLFn] = {}
@@ -76,7 +85,7 @@ def kl_divergence(
     fn = _lookup(q, p)
     if fn is not None:
         return fn(q, p, draw.stddev if isinstance(draw, Draw) else None)
-    if draw is None:
+    if draw is None or (isinstance(draw, Draw) and draw.sample is None):
         draw = q.draw()
     return monte_carlo_kl(q, p, draw)
 
@@ -139,3 +148,33 @@ def _delta_any(q: Delta, p: Prior, stddev: Tensor | None) -> Tensor:
 @register_kl(VariationalDistribution, Uniform)
 def _any_uniform(q: VariationalDistribution, p: Uniform, stddev: Tensor | None) -> Tensor:
     return -q.entropy()
+
+
+# Kingma et al. (2015) Appendix C: −KL ≈ const + ½ log α + c₁α + c₂α² + c₃α³ for α ≤ 1.
+_KINGMA_C = (1.16145124, -1.50204118, 0.58629921)
+# Molchanov et al. (2017) eq. 14: −KL ≈ k₁ sigmoid(k₂ + k₃ log α) − ½ log(1 + 1/α) − k₁.
+_MOLCHANOV_K = (0.63576, 1.87320, 1.48695)
+
+
+def log_uniform_kl(log_alpha: Tensor, bounded: bool = True) -> Tensor:
+    """Elementwise KL(N(θ, αθ²) ‖ log-uniform) as a function of log α only.
+
+    ``bounded`` (α ≤ 1): Kingma et al.'s cubic; the paper leaves its constant open, so it is
+    set to make the cubic equal Molchanov's fit at α = 1. Otherwise Molchanov et al.'s
+    sigmoid fit, which is accurate for every α and tends to 0 as α → ∞.
+    """
+    k1, k2, k3 = _MOLCHANOV_K
+    if not bounded:
+        return k1 - k1 * torch.sigmoid(k2 + k3 * log_alpha) + 0.5 * F.softplus(-log_alpha)
+    c1, c2, c3 = _KINGMA_C
+    alpha = torch.exp(log_alpha)
+    at_one = k1 - k1 * torch.sigmoid(torch.tensor(k2)) + 0.5 * math.log(2.0)
+    neg_kl = 0.5 * log_alpha + alpha * (c1 + alpha * (c2 + alpha * c3))
+    return (c1 + c2 + c3) + float(at_one) - neg_kl
+
+
+@register_kl(VariationalDropout, LogUniform)
+def _dropout_log_uniform(q: VariationalDropout, p: LogUniform, stddev: Tensor | None) -> Tensor:
+    per_alpha = log_uniform_kl(q.clipped_log_alpha, bounded=q.max_log_alpha is not None)
+    # One α may be shared by many weights; each weight contributes its own KL term.
+    return per_alpha.expand_as(q.mu).sum()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.distributions import Laplace as _Laplace
 from torch.distributions import Normal
@@ -88,19 +89,48 @@ class ScaleMixture(Prior):
         self.register_buffer("sigma2", torch.as_tensor(float(sigma2)))
 
     def log_prob(self, w: Tensor) -> Tensor:
-        # log π_k − ½ log 2π − log σ_k − w²/(2σ_k²) for both components, then logaddexp:
-        # written out (not via two Normals) because it runs on every weight every step.
-        w2 = w * w
-        c1 = torch.log(self.pi) - torch.log(self.sigma1) - _HALF_LOG_2PI
-        c2 = torch.log1p(-self.pi) - torch.log(self.sigma2) - _HALF_LOG_2PI
-        wide = torch.addcmul(c1, w2, -0.5 / self.sigma1**2)
-        narrow = torch.addcmul(c2, w2, -0.5 / self.sigma2**2)
-        return torch.logaddexp(wide, narrow)
+        return _ScaleMixtureLogProb.apply(w, self.pi, self.sigma1, self.sigma2)
 
     def extra_repr(self) -> str:
         return (
             f"pi={float(self.pi):g}, sigma1={float(self.sigma1):g}, sigma2={float(self.sigma2):g}"
         )
+
+
+# Below this, exp(d) < 2e-35 is negligible beside 1 — and exp of far lower values falls
+# into denormals, which run ~10× slower on x86.
+_MIN_LOG_RATIO = -80.0
+
+
+class _ScaleMixtureLogProb(torch.autograd.Function):
+    """log[π N(w|0, σ₁²) + (1−π) N(w|0, σ₂²)] with its analytic gradient.
+
+    With a_k = log π_k − ½ log 2π − log σ_k − w²/2σ_k² and d = a₁ − a₂:
+    log p = max(a₁, a₂) + softplus(−|d|), and ∂ log p/∂w = −w [r/σ₁² + (1 − r)/σ₂²] with
+    r = sigmoid(d) the wide component's responsibility. d is clipped to ±80 (where
+    softplus(−|d|) < 2e−35), which keeps exp out of the denormal range that the narrow
+    component reaches for every weight, and π ∈ {0, 1} (d = ±∞) exact.
+    """
+
+    @staticmethod
+    def forward(ctx, w: Tensor, pi: Tensor, sigma1: Tensor, sigma2: Tensor) -> Tensor:
+        w2 = w * w
+        c1 = torch.log(pi) - torch.log(sigma1) - _HALF_LOG_2PI
+        c2 = torch.log1p(-pi) - torch.log(sigma2) - _HALF_LOG_2PI
+        inv1, inv2 = 1.0 / (sigma1 * sigma1), 1.0 / (sigma2 * sigma2)
+        wide = torch.addcmul(c1, w2, -0.5 * inv1)
+        narrow = torch.addcmul(c2, w2, -0.5 * inv2)
+        d = torch.sub(wide, narrow).clamp_(_MIN_LOG_RATIO, -_MIN_LOG_RATIO)
+        ctx.save_for_backward(w, d, inv1, inv2)
+        return torch.maximum(wide, narrow).add_(F.softplus(d.abs().neg_()))
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        w, d, inv1, inv2 = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None, None, None
+        precision = torch.sigmoid(d).mul_(inv1 - inv2).add_(inv2)
+        return precision.mul_(w).mul_(grad).neg_(), None, None, None
 
 
 class LogUniform(Prior):

@@ -4,9 +4,9 @@ Each module has a ``Config`` dataclass (paper settings as defaults, ``quick()`` 
 ``run(config, out) -> Result`` that writes JSON, plots and a markdown report into ``out``.
 """
 
-from . import mlp_sgmcmc, regression
+from . import mlp_sgmcmc, mushroom, regression
 from ._result import Result
 
-EXPERIMENTS = {"mlp-sgmcmc": mlp_sgmcmc, "regression": regression}
+EXPERIMENTS = {"mlp-sgmcmc": mlp_sgmcmc, "mushroom": mushroom, "regression": regression}
 
 __all__ = ["EXPERIMENTS", "Result"]

@@ -56,7 +56,9 @@ def posterior_mean(model: nn.Module) -> Iterator[nn.Module]:
             layer.sampling = previous[name]
 
 
-def _convert(module: nn.Module, prior: Prior | None, posterior: PosteriorFactory) -> nn.Module:
+def _convert(
+    module: nn.Module, prior: Prior | None, posterior: PosteriorFactory, estimator: str
+) -> nn.Module:
     if isinstance(module, nn.Linear):
         return BayesLinear(
             module.in_features,
@@ -64,6 +66,7 @@ def _convert(module: nn.Module, prior: Prior | None, posterior: PosteriorFactory
             module.bias is not None,
             prior=prior,
             posterior=posterior,
+            estimator=estimator,
             init_from=module,
         )
     if isinstance(module, nn.Conv2d):
@@ -78,6 +81,7 @@ def _convert(module: nn.Module, prior: Prior | None, posterior: PosteriorFactory
             module.bias is not None,
             prior=prior,
             posterior=posterior,
+            estimator=estimator,
             init_from=module,
         )
     return module
@@ -97,14 +101,16 @@ def to_bayesian(
     prior: Prior | None = None,
     posterior: PosteriorFactory = DiagonalGaussian,
     inplace: bool = False,
+    estimator: str = "reparameterize",
 ) -> nn.Module:
     """Replace every ``nn.Linear``/``nn.Conv2d`` by its Bayesian twin.
 
     The current weights become the posterior means, so a trained network can be made
-    Bayesian and fine-tuned. All converted layers share the one ``prior`` module.
+    Bayesian and fine-tuned. All converted layers share the one ``prior`` module and use
+    ``estimator`` (see :mod:`torchbayes.nn.layers`).
     """
     target = model if inplace else copy.deepcopy(model)
-    return _replace(target, lambda m: _convert(m, prior, posterior))
+    return _replace(target, lambda m: _convert(m, prior, posterior, estimator))
 
 
 def to_deterministic(model: nn.Module) -> nn.Module:

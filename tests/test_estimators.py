@@ -1,0 +1,97 @@
+"""Every estimator of a Bayesian layer samples the same pre-activation distribution."""
+
+import pytest
+import torch
+
+from torchbayes.nn import BayesConv2d, BayesLinear
+from torchbayes.nn.layers import ESTIMATORS
+from torchbayes.priors import Gaussian, ScaleMixture
+
+NOISY = ("reparameterize", "per_example", "local", "flipout")
+
+
+def _linear(estimator: str, prior=None) -> BayesLinear:
+    layer = BayesLinear(4, 3, estimator=estimator, prior=prior)
+    with torch.no_grad():
+        for q in (layer.weight_posterior, layer.bias_posterior):
+            q.rho.uniform_(-2.0, -0.5)
+    return layer
+
+
+@pytest.mark.parametrize("estimator", NOISY)
+def test_linear_estimators_match_the_moments_of_x_w(estimator):
+    """E b = x μ + μ_b and Var b = x² σ² + σ_b² per example, whichever way b is sampled."""
+    layer = _linear(estimator)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        outs = torch.stack([layer(x) for _ in range(4000)])
+        mu_w, mu_b = layer.weight_posterior.mean, layer.bias_posterior.mean
+        sd_w, sd_b = layer.weight_posterior.stddev, layer.bias_posterior.stddev
+        mean = x @ mu_w.T + mu_b
+        var = (x * x) @ (sd_w * sd_w).T + sd_b * sd_b
+    torch.testing.assert_close(outs.mean(0), mean, atol=4 * float(var.max().sqrt()) / 63, rtol=0)
+    torch.testing.assert_close(outs.var(0), var, rtol=0.1, atol=0)
+
+
+@pytest.mark.parametrize("estimator", NOISY)
+def test_conv_estimators_match_the_reparameterized_moments(estimator):
+    torch.manual_seed(0)
+    layer = BayesConv2d(2, 3, 3, padding=1, estimator=estimator)
+    with torch.no_grad():
+        layer.weight_posterior.rho.uniform_(-2.0, -0.5)
+        x = torch.randn(2, 2, 4, 4)
+        outs = torch.stack([layer(x) for _ in range(3000)])
+        mu_w, sd_w = layer.weight_posterior.mean, layer.weight_posterior.stddev
+        sd_b = layer.bias_posterior.stddev
+        mean = torch.nn.functional.conv2d(x, mu_w, layer.bias_posterior.mean, padding=1)
+        var = torch.nn.functional.conv2d(x * x, sd_w * sd_w, sd_b * sd_b, padding=1)
+    assert float((outs.mean(0) - mean).abs().max()) < 5 * float(var.max().sqrt()) / 3000**0.5
+    ratio = outs.var(0) / var
+    assert 0.85 < float(ratio.mean()) < 1.15 and float(ratio.min()) > 0.7
+
+
+def test_noise_is_shared_across_examples_only_for_the_minibatch_sample():
+    """Two copies of one input: identical outputs under one weight sample per minibatch,
+    uncorrelated under local reparameterization, per-example weights and Flipout."""
+    x = torch.randn(1, 4).repeat(2, 1)
+    for estimator, expected in (("reparameterize", 1.0), ("local", 0.0), ("per_example", 0.0)):
+        layer = _linear(estimator)
+        with torch.no_grad():
+            outs = torch.stack([layer(x)[:, 0] for _ in range(3000)])
+        corr = float(torch.corrcoef(outs.T)[0, 1])
+        assert abs(corr - expected) < 0.06, (estimator, corr)
+    layer = _linear("flipout")
+    x = torch.randn(1, 4).repeat(64, 1)
+    with torch.no_grad():
+        outs = torch.stack([layer(x)[:, 0] for _ in range(2000)])
+    off_diagonal = torch.corrcoef(outs.T)[~torch.eye(64, dtype=torch.bool)]
+    assert abs(float(off_diagonal.mean())) < 0.05
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+@pytest.mark.parametrize("prior", [Gaussian(0.0, 1.0), ScaleMixture()])
+def test_every_estimator_trains_and_has_a_kl(estimator, prior):
+    layer = _linear(estimator, prior)
+    out = layer(torch.randn(5, 4))
+    loss = out.square().mean() + layer.kl() / 100
+    loss.backward()
+    for q in (layer.weight_posterior, layer.bias_posterior):
+        assert torch.isfinite(q.mu.grad).all() and q.mu.grad.abs().sum() > 0
+        assert q.rho.grad.abs().sum() > 0
+
+
+def test_closed_form_kl_is_the_same_for_every_estimator():
+    values = []
+    for estimator in ESTIMATORS:
+        torch.manual_seed(3)
+        layer = _linear(estimator, Gaussian(0.0, 1.0))
+        layer(torch.randn(5, 4))
+        values.append(layer.kl())
+    for v in values[1:]:
+        torch.testing.assert_close(v, values[0])
+
+
+def test_mean_estimator_is_deterministic():
+    layer = _linear("mean")
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(layer(x), layer(x))
