@@ -95,3 +95,24 @@ def test_mean_estimator_is_deterministic():
     layer = _linear("mean")
     x = torch.randn(3, 4)
     torch.testing.assert_close(layer(x), layer(x))
+
+
+def test_variational_dropout_b_is_a_bayes_layer_with_local_reparameterization():
+    """Kingma et al. §3.1: independent weight noise N(θ, αθ²) sampled as pre-activations
+    N(xθ, α x²θ²), with the log-uniform KL — composed from existing parts."""
+    from functools import partial
+
+    from torchbayes.priors import LogUniform
+    from torchbayes.variational import VariationalDropout
+
+    factory = partial(VariationalDropout, alpha_init=0.5, granularity="neuron")
+    layer = BayesLinear(4, 3, bias=False, prior=LogUniform(), posterior=factory, estimator="local")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        outs = torch.stack([layer(x) for _ in range(4000)])
+        theta = layer.weight_posterior.mean
+    torch.testing.assert_close(outs.var(0), 0.5 * (x * x) @ (theta * theta).T, rtol=0.1, atol=0)
+    layer(x).sum().backward()
+    kl = layer.kl()
+    kl.backward()
+    assert torch.isfinite(kl) and layer.weight_posterior.log_alpha.grad.shape == (3, 1)
