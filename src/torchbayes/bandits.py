@@ -218,7 +218,7 @@ def run_bandit(
     for t in tqdm(range(steps), desc="bandit", disable=not progress):
         contexts = env.contexts[index[:, t]]
         edible = env.edible[index[:, t]]
-        options = action_inputs(contexts, num_actions)  # (seeds, A, D + A)
+        options = action_inputs(contexts, num_actions).repeat(num_agents, 1, 1)  # (M, A, D + A)
         with torch.no_grad():
             params = _cat(
                 [
@@ -226,7 +226,7 @@ def run_bandit(
                     for a in agents
                 ]
             )
-            values = population_outputs(network, params, options.repeat(num_agents, 1, 1))
+            values = population_outputs(network, params, options)
         action = values.squeeze(-1).argmax(-1)
         explore = torch.rand(members, generator=noise) < epsilon
         action = torch.where(
@@ -237,7 +237,7 @@ def run_bandit(
         regret[t] = env.oracle_rewards(edible) - reward
         expected_regret[t] = env.oracle_rewards(edible) - env.expected_rewards(edible, eat)
         correct[t] = eat.bool() == edible
-        chosen = options.repeat(num_agents, 1, 1)[torch.arange(members), action]
+        chosen = options[torch.arange(members), action]
         buffer.add(chosen, reward.reshape(-1))
         for _ in range(updates_per_step):
             _update(agents, network, buffer, batch_size, noise)
