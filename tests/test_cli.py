@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from torchbayes.cli import main
 
@@ -133,3 +134,12 @@ def test_run_mushroom_end_to_end(tmp_path):
 def test_mushroom_rejects_unknown_agents(capsys, tmp_path):
     assert main(["run", "mushroom", "--out", str(tmp_path), "--set", "agents=bbb,ucb"]) == 2
     assert "agents='ucb'" in capsys.readouterr().err
+
+
+def test_mushroom_run_leaves_the_callers_rng_untouched(tmp_path):
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    args = ["run", "mushroom", "--quick", "--out", str(tmp_path), "--set", "steps=3"]
+    assert main([*args, "--set", "hidden=4", "--set", "agents=bbb,greedy"]) == 0
+    torch.testing.assert_close(torch.rand(3), expected)

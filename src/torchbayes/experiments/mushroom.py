@@ -175,9 +175,10 @@ def run(config: Config, out: str | Path) -> Result:
     out = prepare_output(out)
     data = load_mushroom()
     env = MushroomBandit(data.contexts, data.edible)
-    torch.manual_seed(config.seed)
-    network = mlp(data.contexts.shape[1] + env.num_actions, config.hidden, 1)
-    agents = [make_agent(name, network, config) for name in config.agents]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)  # initial weights; the caller's RNG is left untouched
+        network = mlp(data.contexts.shape[1] + env.num_actions, config.hidden, 1)
+        agents = [make_agent(name, network, config) for name in config.agents]
     start = time.perf_counter()
     history = run_bandit(
         env,
