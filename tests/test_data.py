@@ -1,9 +1,12 @@
+import gzip
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from torchbayes.data import load_digits, load_mushroom
+from torchbayes.data import load_digits, load_images, load_mushroom
+from torchbayes.data.images import read_idx, resolve_image_dataset
 from torchbayes.data.mushroom import ATTRIBUTES
 
 
@@ -52,3 +55,54 @@ def test_corrupt_data_file_fails_its_checksum(tmp_path, monkeypatch):
     path.write_text("e,x,s,n,t,p,f,c,n,k,e,e,s,s,w,w,p,w,o,p,k,s,u\n")
     with pytest.raises(ValueError, match=r"agaricus-lepiota\.data fails its checksum"):
         load_mushroom(download=False)
+
+
+def test_fashion_mnist_has_the_standard_shapes_and_classes():
+    data = load_images("fashion-mnist", download=False)
+    assert data.train_images.shape == (60000, 1, 28, 28)
+    assert data.test_images.shape == (10000, 1, 28, 28)
+    assert data.num_classes == 10
+    assert torch.bincount(data.test_labels).tolist() == [1000] * 10
+    assert float(data.train_images.min()) >= 0.0 and float(data.train_images.max()) == 1.0
+
+
+def test_auto_picks_mnist_when_present_else_fashion(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHBAYES_DATA", str(tmp_path))
+    expected = "fashion-mnist" if Path("/usr/share/datasets/fashion-mnist").is_dir() else "mnist"
+    assert resolve_image_dataset("auto") == expected
+    (tmp_path / "mnist").mkdir()
+    (tmp_path / "mnist" / "train-images-idx3-ubyte.gz").write_bytes(b"")
+    assert resolve_image_dataset("auto") == "mnist"
+    with pytest.raises(ValueError, match="dataset='cifar'"):
+        resolve_image_dataset("cifar")
+
+
+def test_missing_mnist_names_the_file_folder_and_url(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHBAYES_DATA", str(tmp_path))
+    pattern = r"train-images-idx3-ubyte\.gz.*" + re.escape(str(tmp_path / "mnist")) + ".*https://"
+    with pytest.raises(FileNotFoundError, match=pattern):
+        load_images("mnist", download=False)
+
+
+def test_idx_reader_checks_its_header(tmp_path):
+    good = tmp_path / "good.gz"
+    with gzip.open(good, "wb") as handle:
+        handle.write(bytes([0, 0, 8, 2]) + (2).to_bytes(4, "big") + (3).to_bytes(4, "big"))
+        handle.write(bytes(range(6)))
+    assert read_idx(good).tolist() == [[0, 1, 2], [3, 4, 5]]
+    bad = tmp_path / "bad.gz"
+    with gzip.open(bad, "wb") as handle:
+        handle.write(bytes([0, 0, 8, 1]) + (7).to_bytes(4, "big") + bytes(3))
+    with pytest.raises(ValueError, match="header says shape"):
+        read_idx(bad)
+
+
+def test_a_recompressed_file_with_the_right_content_verifies(tmp_path):
+    from torchbayes.data._files import sha256_of
+
+    a, b = tmp_path / "a.gz", tmp_path / "b.gz"
+    for path, level in ((a, 1), (b, 9)):
+        with gzip.open(path, "wb", compresslevel=level) as handle:
+            handle.write(b"same content " * 1000)
+    assert sha256_of(a) != sha256_of(b)
+    assert sha256_of(a, decompressed=True) == sha256_of(b, decompressed=True)

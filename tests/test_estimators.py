@@ -116,3 +116,77 @@ def test_variational_dropout_b_is_a_bayes_layer_with_local_reparameterization():
     kl = layer.kl()
     kl.backward()
     assert torch.isfinite(kl) and layer.weight_posterior.log_alpha.grad.shape == (3, 1)
+
+
+def _dropout_layer(kind: str, estimator: str, conv: bool = False):
+    from functools import partial
+
+    from torchbayes.priors import LogUniform, Uniform
+    from torchbayes.variational import BernoulliDropout, CorrelatedVariationalDropout
+
+    if kind == "bernoulli":
+        factory, prior = partial(BernoulliDropout, p=0.3), Uniform()
+    else:
+        factory = partial(CorrelatedVariationalDropout, alpha_init=0.5, granularity="neuron")
+        prior = LogUniform()
+    if conv:
+        return BayesConv2d(2, 3, 3, padding=1, prior=prior, posterior=factory, estimator=estimator)
+    return BayesLinear(4, 3, prior=prior, posterior=factory, estimator=estimator)
+
+
+@pytest.mark.parametrize("kind", ["correlated", "bernoulli"])
+@pytest.mark.parametrize("conv", [False, True])
+def test_input_noise_matches_per_example_weight_samples_including_output_covariance(kind, conv):
+    """Dropout A and binary dropout share noise along each input unit, so outputs of one
+    example are correlated; the local estimator (noisy inputs) must reproduce the full
+    per-example covariance of the weight-sampled layer, not only its variances."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 2, 3, 3) if conv else torch.randn(2, 4)
+    outs = {}
+    for estimator in ("local", "per_example"):
+        torch.manual_seed(1)
+        layer = _dropout_layer(kind, estimator, conv)
+        with torch.no_grad():
+            outs[estimator] = torch.stack([layer(x).flatten(1) for _ in range(6000)])
+    a, b = outs["local"], outs["per_example"]
+    scale = float(b.std(0).max())
+    torch.testing.assert_close(a.mean(0), b.mean(0), atol=0.1 * scale, rtol=0)
+    for example in range(2):
+        cov_a, cov_b = torch.cov(a[:, example].T), torch.cov(b[:, example].T)
+        torch.testing.assert_close(cov_a, cov_b, atol=0.12 * scale**2, rtol=0)
+    # The outputs of one example really are correlated (else this test proves nothing).
+    assert float(torch.cov(b[:, 0].T).triu(1).abs().max()) > 0.1 * scale**2
+
+
+def test_correlated_weight_samples_share_noise_per_input_unit():
+    from torchbayes.variational import CorrelatedVariationalDropout
+
+    theta = torch.randn(5, 4)
+    q = CorrelatedVariationalDropout(theta, alpha_init=0.3, granularity="neuron")
+    w = q.rsample((20000,))
+    ratio = w / theta
+    torch.testing.assert_close(ratio, ratio[:, :1].expand_as(ratio))  # same ξ down each column
+    torch.testing.assert_close(w.var(0), 0.3 * theta**2, rtol=0.05, atol=0)
+    bias = CorrelatedVariationalDropout(torch.randn(5))
+    torch.testing.assert_close(bias.rsample((3,)), bias.mean.expand(3, 5))
+
+
+def test_flipout_refuses_weight_noise_shared_across_inputs():
+    with pytest.raises(ValueError, match="estimator='flipout'"):
+        _dropout_layer("correlated", "flipout")
+
+
+def test_gaussian_dropout_is_variational_dropout_with_alpha_frozen():
+    from functools import partial
+
+    from torchbayes.priors import LogUniform
+    from torchbayes.variational import VariationalDropout
+
+    factory = partial(VariationalDropout, alpha_init=1.0, learn_alpha=False)
+    layer = BayesLinear(4, 3, prior=LogUniform(), posterior=factory, estimator="local")
+    names = {name for name, _ in layer.named_parameters()}
+    assert names == {"weight_posterior.mu", "bias_posterior.mu"}
+    assert "weight_posterior.log_alpha" in layer.state_dict()
+    layer(torch.randn(8, 4))
+    kl = layer.kl()
+    assert not kl.requires_grad  # a constant: Gaussian dropout has no complexity gradient

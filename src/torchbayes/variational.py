@@ -13,7 +13,10 @@ Each is an ``nn.Module`` that owns the variational parameters θ of one tensor a
 * :class:`FixedGaussian`    — N(μ, σ²) with σ a fixed constant: Graves' (2011) weight noise.
 * :class:`Delta`            — a point mass at μ: MAP / maximum likelihood.
 * :class:`VariationalDropout` — N(θ, α θ²), multiplicative Gaussian noise with a learned
-  dropout rate α per weight, per output neuron or per tensor (Kingma et al. 2015 §3).
+  dropout rate α per weight, per output neuron or per tensor (Kingma et al. 2015 §3): type B.
+* :class:`CorrelatedVariationalDropout` — the same noise shared by each input unit's weights,
+  i.e. noise on the layer's inputs: variational dropout A (Kingma §3.2).
+* :class:`BernoulliDropout` — binary dropout of input units as a posterior (Gal 2016).
 
 Layers build them with a factory ``posterior(init_mean) -> VariationalDistribution``; use
 ``functools.partial(DiagonalGaussian, rho_init=-6.0)`` to change the defaults.
@@ -32,6 +35,8 @@ from . import _checks
 
 __all__ = [
     "ALPHA_GRANULARITIES",
+    "BernoulliDropout",
+    "CorrelatedVariationalDropout",
     "Delta",
     "DiagonalGaussian",
     "Draw",
@@ -63,6 +68,9 @@ class VariationalDistribution(nn.Module):
     """q(w|θ) for one weight tensor of a fixed shape."""
 
     mu: nn.Parameter
+    # True when the noise is shared by each input unit's weights, so a layer's local
+    # estimator can apply it to the inputs (the posterior then defines ``input_noise``).
+    noise_on_inputs: bool = False
 
     @property
     def mean(self) -> Tensor:
@@ -197,11 +205,14 @@ class Delta(VariationalDistribution):
 
 
 class VariationalDropout(_Gaussian):
-    """Variational dropout: q(w) = N(θ, α θ²) (Kingma et al. 2015 §3.2–3.3, eq. 9).
+    """Variational dropout B: q(w) = N(θ, α θ²), independent per weight (Kingma et al. 2015
+    §3.1, §3.3, eq. 9).
 
     Gaussian dropout with rate α (Srivastava et al. 2014: p = α / (1 + α) for binary
     dropout) read as a posterior over weights, with α learned. Paired with the log-uniform
-    prior its KL does not depend on θ (:mod:`torchbayes.kl`, Appendix C approximation).
+    prior its KL does not depend on θ (:mod:`torchbayes.kl`). With ``learn_alpha=False`` it
+    is plain Gaussian dropout B (noise on pre-activations under the local estimator), whose
+    log-uniform KL is a constant.
 
     Args:
         mean: initial θ.
@@ -212,6 +223,9 @@ class VariationalDropout(_Gaussian):
             α unbounded (sparse variational dropout, Molchanov et al. 2017).
         batch_dims: leading dims of ``mean`` that index independent copies (e.g. members
             of a population) and so never share α.
+        learn_alpha: False keeps α fixed at ``alpha_init`` (a buffer, not a parameter).
+        kl_approximation: see :func:`torchbayes.kl.log_uniform_kl`; default Kingma's cubic
+            when α is bounded, Molchanov's fit when it is not.
     """
 
     def __init__(
@@ -221,20 +235,38 @@ class VariationalDropout(_Gaussian):
         granularity: str = "weight",
         max_alpha: float | None = 1.0,
         batch_dims: int = 0,
+        learn_alpha: bool = True,
+        kl_approximation: str | None = None,
     ) -> None:
         super().__init__()
         _checks.positive("alpha_init", alpha_init)
-        _checks.one_of("granularity", granularity, ALPHA_GRANULARITIES)
+        _checks.one_of("granularity", granularity, self._granularities())
         if max_alpha is not None:
             _checks.positive("max_alpha", max_alpha)
         _checks.at_least("batch_dims", batch_dims, 0)
+        if kl_approximation is None:
+            kl_approximation = "kingma" if max_alpha is not None else "molchanov"
+        _checks.one_of("kl_approximation", kl_approximation, ("kingma", "molchanov", "quadrature"))
         self.mu = nn.Parameter(mean.detach().clone())
-        shape = list(self.mu.shape)
-        keep = {"weight": len(shape), "neuron": batch_dims + 1, "layer": batch_dims}[granularity]
-        alpha_shape = [n if d < keep else 1 for d, n in enumerate(shape)]
         self.granularity = granularity
+        self.batch_dims = batch_dims
+        self.kl_approximation = kl_approximation
         self.max_log_alpha = None if max_alpha is None else math.log(max_alpha)
-        self.log_alpha = nn.Parameter(torch.full(alpha_shape, math.log(alpha_init)))
+        log_alpha = torch.full(self._alpha_shape(), math.log(alpha_init))
+        if learn_alpha:
+            self.log_alpha = nn.Parameter(log_alpha)
+        else:
+            self.register_buffer("log_alpha", log_alpha)
+
+    @staticmethod
+    def _granularities() -> tuple[str, ...]:
+        return ALPHA_GRANULARITIES
+
+    def _alpha_shape(self) -> list[int]:
+        shape = list(self.mu.shape)
+        b = self.batch_dims
+        keep = {"weight": len(shape), "neuron": b + 1, "layer": b}[self.granularity]
+        return [n if d < keep else 1 for d, n in enumerate(shape)]
 
     @property
     def alpha(self) -> Tensor:
@@ -250,3 +282,135 @@ class VariationalDropout(_Gaussian):
     @property
     def stddev(self) -> Tensor:
         return torch.exp(0.5 * self.clipped_log_alpha) * self.mu.abs()
+
+
+class CorrelatedVariationalDropout(VariationalDropout):
+    """Variational dropout A: w_ij = θ_ij ξ_j with ξ_j ~ N(1, α_j) shared by every weight
+    reading input unit j (Kingma et al. 2015 §3.2) — Gaussian noise on the layer's inputs.
+
+    Each weight's marginal is N(θ, αθ²), as in type B, and the KL is the same per-weight
+    log-uniform KL (the paper's approximation; the correlations are ignored). Under the
+    ``"local"`` estimator a layer multiplies its input by per-example noise
+    (:meth:`input_noise`), which is this posterior exactly — so there is no second matmul.
+    α is per input ``"neuron"`` (dim ``batch_dims + 1``; for a conv, per input channel) or
+    per ``"layer"``. Tensors without an input dim (biases) are not noised, as in the paper.
+    ``learn_alpha=False`` gives Gaussian dropout A.
+    """
+
+    noise_on_inputs = True
+
+    def __init__(
+        self, mean: Tensor, alpha_init: float = 0.25, granularity: str = "neuron", **kwargs
+    ):
+        super().__init__(mean, alpha_init, granularity, **kwargs)
+
+    @staticmethod
+    def _granularities() -> tuple[str, ...]:
+        return ("neuron", "layer")
+
+    def _alpha_shape(self) -> list[int]:
+        shape = list(self.mu.shape)
+        b = self.batch_dims
+        by_input = self.granularity == "neuron" and len(shape) > b + 1
+        return [n if d < b or (by_input and d == b + 1) else 1 for d, n in enumerate(shape)]
+
+    @property
+    def has_noise(self) -> bool:
+        return self.mu.dim() > self.batch_dims + 1
+
+    @property
+    def stddev(self) -> Tensor:
+        if not self.has_noise:
+            return torch.zeros_like(self.mu)
+        return super().stddev
+
+    def _noise(self, sample_shape, generator) -> Tensor:
+        shape = list(sample_shape) + list(self.mu.shape)
+        if not self.has_noise:
+            return self.mu.new_zeros(shape)
+        # One ε per input unit (and conv channel), shared over outputs and kernel positions.
+        out_dim = len(sample_shape) + self.batch_dims
+        shape[out_dim] = 1
+        shape[out_dim + 2 :] = [1] * len(shape[out_dim + 2 :])
+        return torch.randn(shape, generator=generator, device=self.mu.device, dtype=self.mu.dtype)
+
+    def rsample(self, sample_shape=(), generator=None) -> Tensor:
+        # θ (1 + √α ε), not θ + √α|θ| ε: with ε shared down a column the sign of θ matters.
+        scale = torch.exp(0.5 * self.clipped_log_alpha) * self._noise(sample_shape, generator)
+        return self.mu + self.mu * scale
+
+    def draw(self, generator=None, sample_shape=()) -> Draw:
+        return Draw(self.rsample(sample_shape, generator), self.stddev)
+
+    def input_noise(self, x: Tensor) -> Tensor:
+        """Multiplicative noise ξ ~ N(1, α) for a batch of inputs x (B, in) or (B, C, H, W),
+        one per example and input unit (channel)."""
+        shape = x.shape[:2] + (1,) * (x.dim() - 2)
+        eps = torch.randn(shape, device=x.device, dtype=x.dtype)
+        std = torch.exp(0.5 * self.clipped_log_alpha).reshape(1, -1, *([1] * (x.dim() - 2)))
+        return torch.addcmul(torch.ones_like(eps), std, eps)
+
+    def log_prob(self, w: Tensor) -> Tensor:
+        raise NotImplementedError(
+            "correlated weight noise has no per-weight density; use the LogUniform prior, "
+            "whose KL is closed form"
+        )
+
+
+class BernoulliDropout(VariationalDistribution):
+    """Binary dropout as a weight posterior (Gal & Ghahramani 2016): w_ij = θ_ij z_j / (1 − p)
+    with z_j ~ Bernoulli(1 − p) per input unit (conv: per input channel).
+
+    Scaled so E[w] = θ ("inverted dropout"); under the ``"local"`` estimator a layer drops
+    its inputs per example, which is ordinary dropout. Biases are not dropped. The rate p is
+    fixed. It has no density, so pair it with the :class:`~torchbayes.priors.Uniform` prior
+    (maximum likelihood: KL = 0); weight decay, if wanted, goes in the optimizer. Monte Carlo
+    prediction from its samples is MC dropout.
+    """
+
+    noise_on_inputs = True
+
+    def __init__(self, mean: Tensor, p: float = 0.5, batch_dims: int = 0) -> None:
+        super().__init__()
+        _checks.probability("p", p)
+        if p >= 1.0:
+            raise ValueError(f"p must be < 1, got p={p!r}")
+        _checks.at_least("batch_dims", batch_dims, 0)
+        self.mu = nn.Parameter(mean.detach().clone())
+        self.p, self.batch_dims = p, batch_dims
+
+    @property
+    def has_noise(self) -> bool:
+        return self.mu.dim() > self.batch_dims + 1 and self.p > 0
+
+    @property
+    def stddev(self) -> Tensor:
+        """The marginal scale √(p / (1 − p)) |θ|."""
+        if not self.has_noise:
+            return torch.zeros_like(self.mu)
+        return math.sqrt(self.p / (1 - self.p)) * self.mu.abs()
+
+    def _mask(self, shape: list[int], generator: torch.Generator | None) -> Tensor:
+        keep = torch.full(shape, 1 - self.p, device=self.mu.device, dtype=self.mu.dtype)
+        return torch.bernoulli(keep, generator=generator).div_(1 - self.p)
+
+    def rsample(self, sample_shape=(), generator=None) -> Tensor:
+        shape = list(sample_shape) + list(self.mu.shape)
+        if not self.has_noise:
+            return self.mu.expand(shape)
+        out_dim = len(sample_shape) + self.batch_dims
+        shape[out_dim] = 1
+        shape[out_dim + 2 :] = [1] * len(shape[out_dim + 2 :])
+        return self.mu * self._mask(shape, generator)
+
+    def input_noise(self, x: Tensor) -> Tensor:
+        """The dropout mask z / (1 − p) for a batch x, per example and input unit (channel)."""
+        shape = list(x.shape[:2]) + [1] * (x.dim() - 2)
+        keep = torch.full(shape, 1 - self.p, device=x.device, dtype=x.dtype)
+        return torch.bernoulli(keep).div_(1 - self.p)
+
+    def log_prob(self, w: Tensor) -> Tensor:
+        raise NotImplementedError("binary dropout has no density; pair it with the Uniform prior")
+
+    def entropy(self) -> Tensor:
+        return self.mu.new_zeros(())

@@ -2,6 +2,16 @@
 
 from ._files import data_root, fetch
 from .digits import load_digits
+from .images import IMAGE_DATASETS, ImageData, load_images
 from .mushroom import Mushroom, load_mushroom
 
-__all__ = ["Mushroom", "data_root", "fetch", "load_digits", "load_mushroom"]
+__all__ = [
+    "IMAGE_DATASETS",
+    "ImageData",
+    "Mushroom",
+    "data_root",
+    "fetch",
+    "load_digits",
+    "load_images",
+    "load_mushroom",
+]

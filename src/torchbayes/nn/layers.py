@@ -10,9 +10,12 @@ of the expected log-likelihood gradient (``estimator=``):
   low-variance baseline, with B× the weight samples.
 * ``"local"`` — the local reparameterization trick (Kingma et al. 2015 §2.3, eq. 6): for
   factorized Gaussian q the pre-activations b = x w are Gaussian, so sample them directly:
-  b = x μ + √(x² σ²) ε — per-example noise at the cost of a second matmul.
+  b = x μ + √(x² σ²) ε — per-example noise at the cost of a second matmul. For posteriors
+  whose noise is shared by each input unit (dropout A, binary dropout) it multiplies the
+  inputs by per-example noise instead (Kingma §3.2), exact and one matmul.
 * ``"flipout"`` — Wen et al. (2018): one shared perturbation Δw = σε, decorrelated across
-  examples by random signs: b = x μ + ((x ∘ s) Δw) ∘ r, s, r ∈ {±1}.
+  examples by random signs: b = x μ + ((x ∘ s) Δw) ∘ r, s, r ∈ {±1} (needs independent,
+  symmetric weight noise).
 * ``"mean"`` — no noise: the posterior mean (the complexity cost still counts).
 
 In mean mode (:meth:`BayesianLayer.deterministic`, ``posterior_mean``) the layer uses μ
@@ -74,6 +77,12 @@ class BayesianLayer(nn.Module):
                 self.register_module(f"{name}_posterior", posterior(value))
                 names.append(name)
         self.weight_names = tuple(names)
+        if estimator == "flipout" and getattr(self.weight_posterior, "noise_on_inputs", False):
+            raise ValueError(
+                "estimator='flipout' needs weight noise independent per weight and symmetric; "
+                f"{type(self.weight_posterior).__name__} shares it across each input unit: "
+                "use estimator='local'"
+            )
 
     def __getstate__(self) -> dict[str, Any]:
         # The cached sample belongs to one autograd graph; copies and pickles drop it.
@@ -132,13 +141,28 @@ class BayesianLayer(nn.Module):
             return self._apply_weights(x, **means)
         if self.estimator == "flipout":
             return self._flipout(x, means)
+        if self.estimator == "per_example":
+            return self._per_example(x)
         stds = {name: q.stddev for name, q in self.posteriors()}
         self._last_draw = {name: Draw(None, std) for name, std in stds.items()}
-        if self.estimator == "local":
-            mean = self._apply_weights(x, **means)
-            var = self._apply_weights(x * x, **{k: v * v for k, v in stds.items()})
-            return torch.addcmul(mean, var.clamp_min(1e-16).sqrt(), torch.randn_like(mean))
-        return self._per_example(x, means, stds)
+        if self.weight_posterior.noise_on_inputs:
+            return self._noisy_inputs(x, means, stds)
+        mean = self._apply_weights(x, **means)
+        var = self._apply_weights(x * x, **{k: v * v for k, v in stds.items()})
+        return torch.addcmul(mean, var.clamp_min(1e-16).sqrt(), torch.randn_like(mean))
+
+    def _noisy_inputs(self, x: Tensor, means: dict[str, Tensor], stds: dict[str, Tensor]) -> Tensor:
+        """Local estimator for a posterior whose weight noise is shared by each input unit
+        (dropout A, binary dropout): per-example input noise, exact and one matmul."""
+        out = self._apply_weights(x * self.weight_posterior.input_noise(x), means["weight"])
+        if "bias" in means:
+            shape = (1, -1) + (1,) * (out.ndim - 2)
+            bias, std = means["bias"].reshape(shape), stds["bias"].reshape(shape)
+            noise = torch.randn(
+                out.shape[:2] + (1,) * (out.ndim - 2), dtype=out.dtype, device=out.device
+            )
+            out = out + torch.addcmul(bias, std, noise)
+        return out
 
     def _flipout(self, x: Tensor, means: dict[str, Tensor]) -> Tensor:
         """x μ + ((x ∘ s) Δw) ∘ r (+ Δb ∘ r') with one shared draw Δ = σε and per-example
@@ -153,17 +177,10 @@ class BayesianLayer(nn.Module):
             out = torch.addcmul(out, bias, _random_signs(out))
         return out
 
-    def _per_example(self, x: Tensor, means: dict[str, Tensor], stds: dict[str, Tensor]) -> Tensor:
+    def _per_example(self, x: Tensor) -> Tensor:
         """An independent weight sample for each of the B examples, as one vmapped op."""
-        batch = x.shape[0]
-        samples = {
-            k: torch.addcmul(
-                means[k],
-                stds[k],
-                torch.randn((batch, *means[k].shape), device=x.device, dtype=x.dtype),
-            )
-            for k in means
-        }
+        self._last_draw = {name: Draw(None, q.stddev) for name, q in self.posteriors()}
+        samples = {name: q.rsample((x.shape[0],)) for name, q in self.posteriors()}
 
         def one(xi: Tensor, w: dict[str, Tensor]) -> Tensor:
             return self._apply_weights(xi.unsqueeze(0), **w).squeeze(0)
