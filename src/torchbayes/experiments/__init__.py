@@ -4,9 +4,14 @@ Each module has a ``Config`` dataclass (paper settings as defaults, ``quick()`` 
 ``run(config, out) -> Result`` that writes JSON, plots and a markdown report into ``out``.
 """
 
-from . import mlp_sgmcmc, mushroom, regression
+from . import mlp_sgmcmc, mnist_vd, mushroom, regression
 from ._result import Result
 
-EXPERIMENTS = {"mlp-sgmcmc": mlp_sgmcmc, "mushroom": mushroom, "regression": regression}
+EXPERIMENTS = {
+    "mlp-sgmcmc": mlp_sgmcmc,
+    "mnist-vd": mnist_vd,
+    "mushroom": mushroom,
+    "regression": regression,
+}
 
 __all__ = ["EXPERIMENTS", "Result"]
