@@ -143,3 +143,38 @@ def test_mushroom_run_leaves_the_callers_rng_untouched(tmp_path):
     args = ["run", "mushroom", "--quick", "--out", str(tmp_path), "--set", "steps=3"]
     assert main([*args, "--set", "hidden=4", "--set", "agents=bbb,greedy"]) == 0
     torch.testing.assert_close(torch.rand(3), expected)
+
+
+def test_run_mnist_vd_end_to_end(tmp_path):
+    out = tmp_path / "vd"
+    args = ["run", "mnist-vd", "--quick", "--out", str(out), "--set", "hidden_sizes=16,24"]
+    assert main([*args, "--set", "train_subset=1500"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["config"]["dataset_used"] in ("mnist", "fashion-mnist")
+    methods = result["metrics"]
+    assert set(methods) == {"none", "binary", "gaussian-a", "gaussian-b", "vd-a", "vd-a2", "vd-b"}
+    for by_width in methods.values():
+        assert set(by_width) == {"16", "24"}
+        for scores in by_width.values():
+            assert 0.0 <= scores["mean_error"] < 0.9 and scores["mc_nll"] > 0
+    alphas = methods["vd-b"]["24"]["alphas"]
+    assert len(alphas) == 4 and all(0 < row["median_alpha"] <= 1.0 for row in alphas)
+    assert (out / "mnist_vd.png").stat().st_size > 10_000
+    assert "Learned dropout rates" in (out / "report.md").read_text()
+
+
+def test_run_gradient_variance_end_to_end(tmp_path):
+    out = tmp_path / "gv"
+    args = ["run", "gradient-variance", "--quick", "--out", str(out), "--set", "hidden=16"]
+    assert main([*args, "--set", "checkpoints=1", "--set", "train_subset=1000"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert set(result["metrics"]) == {"local", "per_example", "reparameterize", "flipout", "mean"}
+    for by_epoch in result["metrics"].values():
+        assert set(by_epoch) == {"1"} and set(by_epoch["1"]) == {"top", "bottom"}
+    assert (out / "gradient_variance.png").stat().st_size > 10_000
+
+
+def test_gradient_variance_rejects_unordered_checkpoints(capsys, tmp_path):
+    args = ["run", "gradient-variance", "--out", str(tmp_path), "--set", "checkpoints=5,2"]
+    assert main(args) == 2
+    assert "checkpoints=(5, 2)" in capsys.readouterr().err

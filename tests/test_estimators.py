@@ -190,3 +190,26 @@ def test_gaussian_dropout_is_variational_dropout_with_alpha_frozen():
     layer(torch.randn(8, 4))
     kl = layer.kl()
     assert not kl.requires_grad  # a constant: Gaussian dropout has no complexity gradient
+
+
+def test_gradient_variance_ordering_of_kingma_table_1():
+    """At one set of VD-B parameters and common minibatches: no noise < local
+    reparameterization < separate weight samples < one weight sample per minibatch."""
+    from torchbayes.experiments import gradient_variance, mnist_vd
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(512, 1, 8, 8, generator=g)
+    y = (x.flatten(1)[:, :10].argmax(1) + 0).long()
+    model = mnist_vd.dropout_mlp("vd-b", 32, mnist_vd.Config(), in_features=64)
+    with torch.no_grad():  # α = 1 everywhere so the weight noise dominates
+        for layer in model:
+            if hasattr(layer, "weight_posterior"):
+                layer.weight_posterior.log_alpha.zero_()
+    batches = [torch.randperm(512, generator=g)[:64] for _ in range(60)]
+    var = {
+        e: gradient_variance.gradient_variance(model, e, (x, y), batches)["top"]
+        for e in ("mean", "local", "per_example", "reparameterize")
+    }
+    assert var["mean"] < var["local"] < var["per_example"] < var["reparameterize"], var
+    assert all(layer.estimator == "local" for layer in model if hasattr(layer, "estimator"))

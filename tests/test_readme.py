@@ -44,3 +44,15 @@ def test_bandit_example_runs():
     )
     assert namespace["history"].regret.shape == (5, 2, 3)
     assert namespace["actions"].shape == (5,)
+
+
+def test_dropout_example_runs():
+    text = README.read_text()
+    title = "## Dropout as a posterior: Gaussian, binary and variational dropout"
+    code = re.search(re.escape(title) + r"\n\n```python\n(.*?)```", text, re.S)
+    assert code, "README lost its dropout example"
+    loader = [(torch.randn(16, 784), torch.randint(0, 10, (16,))) for _ in range(2)]
+    namespace = {"loader": loader, "x_test": torch.randn(3, 784)}
+    exec(code.group(1), namespace)
+    torch.testing.assert_close(namespace["pred"].probs.sum(-1), torch.ones(3))
+    assert namespace["alphas"].shape == (400, 784) and float(namespace["alphas"].max()) <= 1.0

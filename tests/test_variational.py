@@ -123,3 +123,17 @@ def test_variational_dropout_alpha_is_clipped_at_max_alpha():
     torch.testing.assert_close(unbounded.alpha, torch.full((3,), 4.0))
     with pytest.raises(ValueError, match="granularity='row'"):
         VariationalDropout(torch.ones(3), granularity="row")
+
+
+def test_alpha_above_its_bound_can_still_come_back_down():
+    """Past the bound, gradients that lower α flow and those that raise it do not, so a
+    step over the bound cannot freeze α there (a plain clamp would give zero gradient)."""
+    q = VariationalDropout(torch.ones(3), alpha_init=2.0, max_alpha=1.0)
+    q.alpha.sum().backward()  # descent lowers α: gradient flows
+    assert bool((q.log_alpha.grad > 0).all())
+    q.log_alpha.grad = None
+    (-q.alpha.sum()).backward()  # descent would raise α further: blocked
+    assert bool((q.log_alpha.grad == 0).all())
+    below = VariationalDropout(torch.ones(3), alpha_init=0.5, max_alpha=1.0)
+    (-below.alpha.sum()).backward()
+    assert bool((below.log_alpha.grad < 0).all())

@@ -204,6 +204,31 @@ class Delta(VariationalDistribution):
         return self.mu.new_zeros(())
 
 
+class _UpperBound(torch.autograd.Function):
+    """min(x, bound) whose gradient still flows where descent would move x back down.
+
+    A plain clamp has zero gradient above the bound, so one optimizer step past it (the
+    log-uniform KL always pushes α up) would freeze α there for good; here an entry above
+    the bound keeps the gradients that lower it (grad > 0) and drops those that raise it.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor, bound: float) -> Tensor:
+        return x.clamp(max=bound)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(inputs[0])
+        ctx.bound = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (x,) = ctx.saved_tensors
+        return torch.where((x <= ctx.bound) | (grad > 0), grad, 0.0), None
+
+
 class VariationalDropout(_Gaussian):
     """Variational dropout B: q(w) = N(θ, α θ²), independent per weight (Kingma et al. 2015
     §3.1, §3.3, eq. 9).
@@ -219,7 +244,8 @@ class VariationalDropout(_Gaussian):
         alpha_init: initial dropout rate α (default 0.25, i.e. binary p = 0.2).
         granularity: one α per ``"weight"``, per output ``"neuron"`` (dim ``batch_dims``) or
             per ``"layer"`` (one per tensor).
-        max_alpha: upper bound on α during training (Kingma §3.4 uses α ≤ 1); ``None`` leaves
+        max_alpha: upper bound on α during training (Kingma §3.4 uses α ≤ 1), applied in
+            the forward pass with a gradient that can bring α back below it; ``None`` leaves
             α unbounded (sparse variational dropout, Molchanov et al. 2017).
         batch_dims: leading dims of ``mean`` that index independent copies (e.g. members
             of a population) and so never share α.
@@ -277,7 +303,7 @@ class VariationalDropout(_Gaussian):
     def clipped_log_alpha(self) -> Tensor:
         if self.max_log_alpha is None:
             return self.log_alpha
-        return self.log_alpha.clamp(max=self.max_log_alpha)
+        return _UpperBound.apply(self.log_alpha, self.max_log_alpha)
 
     @property
     def stddev(self) -> Tensor:

@@ -4,10 +4,11 @@ Each module has a ``Config`` dataclass (paper settings as defaults, ``quick()`` 
 ``run(config, out) -> Result`` that writes JSON, plots and a markdown report into ``out``.
 """
 
-from . import mlp_sgmcmc, mnist_vd, mushroom, regression
+from . import gradient_variance, mlp_sgmcmc, mnist_vd, mushroom, regression
 from ._result import Result
 
 EXPERIMENTS = {
+    "gradient-variance": gradient_variance,
     "mlp-sgmcmc": mlp_sgmcmc,
     "mnist-vd": mnist_vd,
     "mushroom": mushroom,

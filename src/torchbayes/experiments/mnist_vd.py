@@ -60,7 +60,7 @@ class Config:
 
     seed: int = 0
     dataset: str = "auto"
-    hidden_sizes: tuple[int, ...] = (50, 100, 200, 400)
+    hidden_sizes: tuple[int, ...] = (50, 100, 200)
     epochs: int = 10
     batch_size: int = 128
     lr: float = 1e-3
@@ -157,22 +157,38 @@ def learned_alphas(model: nn.Module) -> list[dict[str, float]]:
 def train(method: str, width: int, config: Config, data, generator: torch.Generator):
     """Adam on the minibatch free energy (error + KL/N, KL/(3N) for vd-a2); returns the model
     and the training time in seconds."""
-    x, y = data
+    x = data[0]
     model = dropout_mlp(method, width, config, x[0].numel())
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    batches = math.ceil(len(x) / config.batch_size)
-    free_energy = FreeEnergy(len(x), batches, kl_scale=1 / 3 if method == "vd-a2" else 1.0)
-    start, step = time.perf_counter(), 0
-    for _ in tqdm(range(config.epochs), desc=f"{method} h={width}", leave=False, mininterval=1):
-        order = torch.randperm(len(x), generator=generator)
-        for i, batch in enumerate(order.split(config.batch_size)):
-            opt.zero_grad(set_to_none=True)
-            terms = free_energy(model, F.cross_entropy(model(x[batch]), y[batch]), i)
-            check_finite(terms.loss, step)
-            terms.loss.backward()
-            opt.step()
-            step += 1
-    return model, time.perf_counter() - start
+    trainer = Trainer(model, config, len(x), kl_scale=1 / 3 if method == "vd-a2" else 1.0)
+    seconds = trainer.epochs(data, config.epochs, generator, f"{method} h={width}")
+    return model, seconds
+
+
+class Trainer:
+    """Adam on the free energy of ``model``; :meth:`epochs` can be called repeatedly."""
+
+    def __init__(self, model: nn.Module, config: Config, num_data: int, kl_scale: float = 1.0):
+        self.model, self.batch_size = model, config.batch_size
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        batches = math.ceil(num_data / config.batch_size)
+        self.free_energy = FreeEnergy(num_data, batches, kl_scale=kl_scale)
+        self.step = 0
+
+    def epochs(self, data, count: int, generator: torch.Generator, desc: str = "") -> float:
+        """Train ``count`` epochs over ``data`` = (x, y); returns the seconds taken."""
+        x, y = data
+        start = time.perf_counter()
+        for _ in tqdm(range(count), desc=desc, leave=False, mininterval=1):
+            order = torch.randperm(len(x), generator=generator)
+            for i, batch in enumerate(order.split(self.batch_size)):
+                self.optimizer.zero_grad(set_to_none=True)
+                error = F.cross_entropy(self.model(x[batch]), y[batch])
+                terms = self.free_energy(self.model, error, i)
+                check_finite(terms.loss, self.step)
+                terms.loss.backward()
+                self.optimizer.step()
+                self.step += 1
+        return time.perf_counter() - start
 
 
 def evaluate(model: nn.Module, x: Tensor, y: Tensor, samples: int, generator) -> dict[str, float]:
