@@ -204,6 +204,12 @@ class Delta(VariationalDistribution):
         return self.mu.new_zeros(())
 
 
+def _per_input_unit(shape: list[int], out_dim: int) -> list[int]:
+    """The shape of noise shared by each input unit's weights: 1 along the output dim and
+    the kernel dims of a weight ``shape`` (out, in, k…) whose out dim is ``out_dim``."""
+    return [1 if d == out_dim or d > out_dim + 1 else n for d, n in enumerate(shape)]
+
+
 class _UpperBound(torch.autograd.Function):
     """min(x, bound) whose gradient still flows where descent would move x back down.
 
@@ -354,10 +360,7 @@ class CorrelatedVariationalDropout(VariationalDropout):
         shape = list(sample_shape) + list(self.mu.shape)
         if not self.has_noise:
             return self.mu.new_zeros(shape)
-        # One ε per input unit (and conv channel), shared over outputs and kernel positions.
-        out_dim = len(sample_shape) + self.batch_dims
-        shape[out_dim] = 1
-        shape[out_dim + 2 :] = [1] * len(shape[out_dim + 2 :])
+        shape = _per_input_unit(shape, len(sample_shape) + self.batch_dims)
         return torch.randn(shape, generator=generator, device=self.mu.device, dtype=self.mu.dtype)
 
     def rsample(self, sample_shape=(), generator=None) -> Tensor:
@@ -424,9 +427,7 @@ class BernoulliDropout(VariationalDistribution):
         shape = list(sample_shape) + list(self.mu.shape)
         if not self.has_noise:
             return self.mu.expand(shape)
-        out_dim = len(sample_shape) + self.batch_dims
-        shape[out_dim] = 1
-        shape[out_dim + 2 :] = [1] * len(shape[out_dim + 2 :])
+        shape = _per_input_unit(shape, len(sample_shape) + self.batch_dims)
         return self.mu * self._mask(shape, generator)
 
     def input_noise(self, x: Tensor) -> Tensor:
