@@ -178,3 +178,28 @@ def test_gradient_variance_rejects_unordered_checkpoints(capsys, tmp_path):
     args = ["run", "gradient-variance", "--out", str(tmp_path), "--set", "checkpoints=5,2"]
     assert main(args) == 2
     assert "checkpoints=(5, 2)" in capsys.readouterr().err
+
+
+def test_run_ood_end_to_end(tmp_path):
+    out = tmp_path / "ood"
+    args = ["run", "ood", "--quick", "--out", str(out), "--set", "train_subset=600"]
+    assert main([*args, "--set", "test_subset=200", "--set", "epochs=3"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["config"]["ood_dataset"] in ("notmnist", "fashion-mnist", "sklearn-digits")
+    methods = result["metrics"]
+    assert set(methods) == {"sgd", "mc-dropout", "sgld", "gradient-uncertainty"}
+    for scores in methods.values():
+        assert 0.0 <= scores["accuracy"] <= 1.0 and scores["nll"] > 0
+        assert 0.0 <= scores["auroc_entropy"] <= 1.0
+    assert methods["sgd"]["predictive_samples"] == 1
+    assert methods["mc-dropout"]["predictive_samples"] == 8
+    gu = methods["gradient-uncertainty"]
+    assert 0 < gu["sampled_steps"] < gu["steps"] and gu["kept_samples"] >= 1
+    for name in ("ood_predictive.png", "ood_entropy.png"):
+        assert (out / name).stat().st_size > 10_000
+    assert "Park et al." in (out / "report.md").read_text()
+
+
+def test_ood_rejects_burn_in_past_the_end(capsys, tmp_path):
+    assert main(["run", "ood", "--out", str(tmp_path), "--set", "burn_in_epochs=9"]) == 2
+    assert "burn_in_epochs" in capsys.readouterr().err

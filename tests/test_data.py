@@ -8,6 +8,7 @@ import torch
 from torchbayes.data import load_digits, load_images, load_mushroom
 from torchbayes.data.images import read_idx, resolve_image_dataset
 from torchbayes.data.mushroom import ATTRIBUTES
+from torchbayes.data.ood import digits_as_mnist, load_ood_images
 
 
 def test_digits_split_is_stratified_and_scaled():
@@ -106,3 +107,27 @@ def test_a_recompressed_file_with_the_right_content_verifies(tmp_path):
             handle.write(b"same content " * 1000)
     assert sha256_of(a) != sha256_of(b)
     assert sha256_of(a, decompressed=True) == sha256_of(b, decompressed=True)
+
+
+def test_digits_are_framed_like_mnist():
+    images = digits_as_mnist()
+    assert images.shape == (1797, 1, 28, 28)
+    assert float(images.min()) >= 0.0 and float(images.max()) <= 1.0
+    border = torch.ones(28, 28, dtype=torch.bool)
+    border[4:24, 4:24] = False
+    assert float(images[:, 0, border].abs().max()) == 0.0
+    assert float(images[:, 0, 4:24, 4:24].mean()) > 0.2
+
+
+def test_ood_set_prefers_notmnist_then_falls_back_to_digits(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHBAYES_DATA", str(tmp_path))
+    name, images = load_ood_images("fashion-mnist")
+    assert name == "sklearn-digits" and images.shape[1:] == (1, 28, 28)
+    (tmp_path / "notmnist").mkdir()
+    with gzip.open(tmp_path / "notmnist" / "t10k-images-idx3-ubyte.gz", "wb") as handle:
+        header = bytes([0, 0, 8, 3]) + b"".join(n.to_bytes(4, "big") for n in (3, 28, 28))
+        handle.write(header + bytes([255]) * (3 * 28 * 28))
+    for trained_on in ("fashion-mnist", "mnist"):
+        name, images = load_ood_images(trained_on)
+        assert name == "notmnist" and images.shape == (3, 1, 28, 28)
+        assert float(images.max()) == 1.0

@@ -31,11 +31,13 @@ def test_closed_form_matches_torch_distributions():
     torch.testing.assert_close(kl_divergence(q, p), expected)
 
 
-@pytest.mark.parametrize("prior", [Gaussian(0.0, 1.0), Gaussian(0.5, 0.3)])
+@pytest.mark.parametrize(
+    "prior", [Gaussian(0.0, 1.0), Gaussian(0.5, 0.3), Laplace(0.0, 1.0), Laplace(0.2, 0.1)]
+)
 def test_closed_form_and_monte_carlo_agree_within_three_standard_errors(prior):
     q = _q()
     assert has_closed_form(q, prior)
-    exact = float(kl_divergence(q, prior))
+    exact = float(kl_divergence(q, prior).detach())
     draws = torch.stack(
         [
             monte_carlo_kl(q, prior, q.rsample(generator=torch.Generator().manual_seed(s)))
@@ -164,3 +166,16 @@ def test_variational_dropout_kl_dispatches_and_counts_every_weight():
     per_weight = log_uniform_kl(torch.tensor(math.log(0.3)))
     torch.testing.assert_close(kl, 20 * per_weight)
     assert has_closed_form(q, LogUniform())
+
+
+def test_gaussian_laplace_kl_gradient_is_the_formulas():
+    """∂/∂μ Σ E|w−m|/b = erf(d/σ√2)/b and ∂/∂σ = √(2/π)e^{−d²/2σ²}/b − 1/σ (plus log 2b terms)."""
+    q = _q()
+    prior = Laplace(0.1, 0.4)
+    kl_divergence(q, prior).backward()
+    mu, sigma = q.mu.detach(), q.stddev.detach()
+    d = mu - 0.1
+    grad_mu = torch.erf(d / (sigma * math.sqrt(2))) / 0.4
+    grad_sigma = math.sqrt(2 / math.pi) * torch.exp(-(d**2) / (2 * sigma**2)) / 0.4 - 1 / sigma
+    torch.testing.assert_close(q.mu.grad, grad_mu)
+    torch.testing.assert_close(q.rho.grad, grad_sigma * torch.sigmoid(q.rho.detach()))

@@ -56,3 +56,39 @@ def test_dropout_example_runs():
     exec(code.group(1), namespace)
     torch.testing.assert_close(namespace["pred"].probs.sum(-1), torch.ones(3))
     assert namespace["alphas"].shape == (400, 784) and float(namespace["alphas"].max()) <= 1.0
+
+
+def test_gradient_uncertainty_example_runs():
+    text = README.read_text()
+    title = "## Gradient-uncertainty sampling and out-of-distribution scores"
+    code = re.search(re.escape(title) + r"\n\n```python\n(.*?)```", text, re.S)
+    assert code, "README lost its gradient-uncertainty example"
+    batches = [(torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))) for _ in range(60)]
+    namespace = {
+        "batches": batches,
+        "x_test": torch.rand(5, 1, 28, 28),
+        "y_test": torch.randint(0, 10, (5,)),
+        "x_ood": torch.rand(4, 1, 28, 28),
+    }
+    source = (
+        code.group(1)
+        .replace("burn_in=1200", "burn_in=20")
+        .replace("quantile=0.1,", "quantile=0.3, window=10,")
+    )
+    exec(source, namespace)
+    assert len(namespace["collector"]) >= 2
+    assert 0.0 <= namespace["scores"]["auroc_entropy"] <= 1.0
+
+
+def test_description_length_and_pruning_example_runs():
+    text = README.read_text()
+    title = "## Description length, adaptive priors and pruning (Graves 2011; Blundell et al. 2015)"
+    code = re.search(re.escape(title) + r"\n\n```python\n(.*?)```", text, re.S)
+    assert code, "README lost its description-length example"
+    loader = [(torch.randn(16, 784), torch.randint(0, 10, (16,))) for _ in range(2)]
+    namespace = {"loader": loader, "x_test": torch.randn(3, 784)}
+    exec(code.group(1), namespace)
+    assert namespace["mdl"].compression_ratio > 0
+    assert namespace["left"]["kept"] == round(0.05 * (784 * 400 + 400 + 400 * 10 + 10))
+    torch.testing.assert_close(namespace["pred"].probs.sum(-1), torch.ones(3))
+    assert namespace["small"](torch.randn(2, 784)).shape == (2, 10)

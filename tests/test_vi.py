@@ -6,7 +6,13 @@ import torch
 from torchbayes.models import mlp
 from torchbayes.nn import model_kl, to_bayesian
 from torchbayes.priors import ScaleMixture
-from torchbayes.vi import FreeEnergy, check_finite, kl_weights
+from torchbayes.vi import (
+    DescriptionLength,
+    FreeEnergy,
+    check_finite,
+    description_length,
+    kl_weights,
+)
 
 
 @pytest.mark.parametrize("schedule", ["uniform", "blundell"])
@@ -80,3 +86,28 @@ def test_non_finite_loss_stops_loudly():
 def test_bad_arguments_name_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=rf"{name}="):
         FreeEnergy(**kwargs)
+
+
+def test_description_length_arithmetic_on_a_hand_made_case():
+    """100 targets over 4 labels: a uniform code needs 200 bits. Error 50 bits + complexity
+    30 bits = 80 bits → ratio 2.5; 30 bits over 60 weights = 0.5 bits per weight."""
+    dl = DescriptionLength(50 * math.log(2), 30 * math.log(2), 60, 100, 4)
+    assert dl.error_bits == pytest.approx(50)
+    assert dl.complexity_bits == pytest.approx(30)
+    assert dl.total_bits == pytest.approx(80)
+    assert dl.uniform_bits == pytest.approx(200)
+    assert dl.compression_ratio == pytest.approx(2.5)
+    assert dl.bits_per_weight == pytest.approx(0.5)
+    assert dl.as_dict()["compression_ratio"] == pytest.approx(2.5)
+
+
+def test_description_length_of_a_model_uses_its_kl_and_weight_count():
+    torch.manual_seed(0)
+    model = to_bayesian(mlp(3, [4], 2))
+    dl = description_length(model, error_nats=10.0, num_data=20, num_classes=2)
+    assert dl.num_weights == 3 * 4 + 4 + 4 * 2 + 2
+    assert dl.complexity_nats == pytest.approx(float(model_kl(model).detach()))
+    with pytest.raises(ValueError, match="error_nats"):
+        description_length(model, error_nats=float("nan"), num_data=20, num_classes=2)
+    with pytest.raises(ValueError, match="num_classes"):
+        description_length(model, error_nats=1.0, num_data=20, num_classes=1)

@@ -72,16 +72,22 @@ class Collector:
     def __len__(self) -> int:
         return len(self._samples)
 
-    def due(self) -> bool:
-        """Whether the step just counted is one to keep."""
+    def due(self, keep: bool | None = None) -> bool:
+        """Whether the step just counted is one to keep (``keep`` overrides the thinning)."""
         past = self.steps - self.burn_in
         full = self.max_samples is not None and len(self._samples) >= self.max_samples
-        return past > 0 and past % self.thin == 0 and not full
+        wanted = past % self.thin == 0 if keep is None else keep
+        return past > 0 and wanted and not full
 
-    def step(self) -> bool:
-        """Count one sampler step; keep the current parameters if due. Returns whether kept."""
+    def step(self, keep: bool | None = None) -> bool:
+        """Count one sampler step; keep the current parameters if due. Returns whether kept.
+
+        ``keep`` lets the sampler decide instead of the thinning interval (the
+        gradient-uncertainty sampler keeps exactly the steps where it injects noise); the
+        burn-in and ``max_samples`` still apply.
+        """
         self.steps += 1
-        if not self.due():
+        if not self.due(keep):
             return False
         sample = {k: v.detach().clone() for k, v in self.model.named_parameters()}
         if self.directory is None:

@@ -24,7 +24,7 @@ from ._log_uniform_table import (
     LOG_ALPHA_MIN,
     LOG_ALPHA_STEP,
 )
-from .priors import Gaussian, LogUniform, Prior, Uniform
+from .priors import Gaussian, Laplace, LogUniform, Prior, Uniform, expected_abs_deviation
 from .variational import Delta, Draw, VariationalDistribution, VariationalDropout, _Gaussian
 
 __all__ = [
@@ -32,10 +32,13 @@ __all__ = [
     "gaussian_kl",
     "has_closed_form",
     "kl_divergence",
+    "kl_per_weight",
     "log_uniform_kl",
     "monte_carlo_kl",
     "register_kl",
 ]
+
+_HALF_LOG_2PI_E = 0.5 * math.log(2 * math.pi * math.e)
 
 KLFn = Callable[[VariationalDistribution, Prior, "Tensor | None"], Tensor]
 _REGISTRY: dict[tuple[type, type], KLFn] = {}
@@ -148,6 +151,16 @@ def _gaussian_gaussian(q: _Gaussian, p: Gaussian, stddev: Tensor | None) -> Tens
     return gaussian_kl(q.mu, q.stddev if stddev is None else stddev, p.mean, p.std)
 
 
+@register_kl(_Gaussian, Laplace)
+def _gaussian_laplace(q: _Gaussian, p: Laplace, stddev: Tensor | None) -> Tensor:
+    """Σ KL(N(μ, σ²)‖L(m, b)) = Σ [E|w − m|/b + log 2b − log σ − ½ log 2πe] (Graves §5.1)."""
+    sigma = q.stddev if stddev is None else stddev
+    expected_abs = expected_abs_deviation(q.mu, sigma, p.loc)
+    n = q.mu.numel()
+    log_terms = n * torch.log(2.0 * p.scale) - torch.log(sigma).sum()
+    return expected_abs.sum() / p.scale + log_terms - n * _HALF_LOG_2PI_E
+
+
 @register_kl(Delta, Prior)
 def _delta_any(q: Delta, p: Prior, stddev: Tensor | None) -> Tensor:
     return -p.log_prob(q.mu).sum()
@@ -214,3 +227,37 @@ def _dropout_log_uniform(q: VariationalDropout, p: LogUniform, stddev: Tensor | 
     per_alpha = log_uniform_kl(q.clipped_log_alpha, q.kl_approximation)
     # One α may be shared by many weights; each weight contributes its own KL term.
     return per_alpha.expand_as(q.mu).sum()
+
+
+def kl_per_weight(
+    q: VariationalDistribution,
+    p: Prior,
+    num_samples: int = 64,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """KL(qᵢ‖p) for each weight i, shaped like the weight (nats; no gradient).
+
+    Closed form for a Gaussian q under a Gaussian or Laplace prior and for a delta q
+    (−log p(μ)); otherwise the Monte Carlo mean of log q(w) − log p(w) over ``num_samples``
+    draws. Used to count the bits of the weights that survive pruning.
+    """
+    _checks.at_least("num_samples", num_samples, 1)
+    with torch.no_grad():
+        if isinstance(q, Delta):
+            return -p.log_prob(q.mu)
+        if isinstance(q, _Gaussian) and not q.noise_on_inputs:
+            sigma = q.stddev
+            if isinstance(p, Gaussian):
+                ratio = (sigma / p.std) ** 2
+                mean_term = ((q.mu - p.mean) / p.std) ** 2
+                return 0.5 * (ratio + mean_term - 1.0 - torch.log(ratio))
+            if isinstance(p, Laplace):
+                expected_abs = expected_abs_deviation(q.mu, sigma, p.loc)
+                return (
+                    expected_abs / p.scale
+                    + torch.log(2.0 * p.scale)
+                    - torch.log(sigma)
+                    - _HALF_LOG_2PI_E
+                )
+        w = q.rsample((num_samples,), generator)
+        return (q.log_prob(w) - p.log_prob(w)).mean(0)

@@ -33,6 +33,11 @@ class Posterior(ABC):
 
     network: nn.Module
 
+    @property
+    def distinct_samples(self) -> int | None:
+        """How many different samples there are (``None``: unlimited, fresh draws)."""
+        return None
+
     @abstractmethod
     def sample(
         self, num_samples: int, generator: torch.Generator | None = None
@@ -94,6 +99,10 @@ class SampleSet(Posterior):
 
     def __len__(self) -> int:
         return next(iter(self.stacked.values())).shape[0]
+
+    @property
+    def distinct_samples(self) -> int | None:
+        return len(self)
 
     def sample(
         self, num_samples: int, generator: torch.Generator | None = None

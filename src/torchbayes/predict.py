@@ -44,20 +44,28 @@ def sample_outputs(
     *,
     generator: torch.Generator | None = None,
     chunk_size: int | None = None,
+    input_batch_size: int | None = None,
 ) -> Tensor:
     """Network outputs under S posterior samples, shape ``(S, *output.shape)``.
 
-    ``chunk_size`` bounds memory by evaluating that many samples per vmap slice.
+    ``chunk_size`` bounds memory by evaluating that many samples per vmap slice;
+    ``input_batch_size`` by feeding the inputs that many at a time — every batch sees the
+    same S weight samples.
     """
     _checks.at_least("num_samples", num_samples, 1)
+    if input_batch_size is not None:
+        _checks.at_least("input_batch_size", input_batch_size, 1)
     params = posterior.sample(num_samples, generator)
     network = posterior.network
 
-    def forward(sample: dict[str, Tensor]) -> Tensor:
-        return functional_call(network, sample, (inputs,))
+    def forward(sample: dict[str, Tensor], batch: Tensor) -> Tensor:
+        return functional_call(network, sample, (batch,))
 
+    batched = vmap(forward, in_dims=(0, None), chunk_size=chunk_size)
     with torch.no_grad():
-        return vmap(forward, chunk_size=chunk_size)(params)
+        if input_batch_size is None:
+            return batched(params, inputs)
+        return torch.cat([batched(params, b) for b in inputs.split(input_batch_size)], dim=1)
 
 
 @dataclass
@@ -95,10 +103,19 @@ def predict_classes(
     *,
     generator: torch.Generator | None = None,
     chunk_size: int | None = None,
+    input_batch_size: int | None = None,
 ) -> ClassPrediction:
-    """Model-averaged class probabilities and the uncertainty split; the network gives logits."""
+    """Model-averaged class probabilities and the uncertainty split; the network gives logits.
+
+    ``chunk_size`` and ``input_batch_size`` bound memory as in :func:`sample_outputs`.
+    """
     logits = sample_outputs(
-        posterior, inputs, num_samples, generator=generator, chunk_size=chunk_size
+        posterior,
+        inputs,
+        num_samples,
+        generator=generator,
+        chunk_size=chunk_size,
+        input_batch_size=input_batch_size,
     )
     return class_prediction_from_logits(logits)
 

@@ -10,6 +10,10 @@ yourself (or let :mod:`torchbayes.kl` do it).
 * :class:`LogUniform` — p(log|w|) ∝ c, i.e. p(w) ∝ 1/|w|, Kingma et al. (2015) §3.3 (improper).
 * :class:`Uniform`   — improper flat prior: the complexity cost is the negative entropy of q,
   and with a delta posterior training is maximum likelihood (Graves 2011, "uniform" rows).
+
+:class:`AdaptiveGaussian` and :class:`AdaptiveLaplace` are Graves' (2011) adaptive priors:
+their parameters are refitted in closed form to the posterior after every update
+(empirical Bayes, eq. 15 and §5.1) by :func:`refit_priors`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,18 @@ from . import _checks
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
-__all__ = ["Gaussian", "Laplace", "LogUniform", "Prior", "ScaleMixture", "Uniform"]
+__all__ = [
+    "AdaptiveGaussian",
+    "AdaptiveLaplace",
+    "Gaussian",
+    "Laplace",
+    "LogUniform",
+    "Prior",
+    "ScaleMixture",
+    "Uniform",
+    "expected_abs_deviation",
+    "refit_priors",
+]
 
 
 class Prior(nn.Module):
@@ -153,3 +168,79 @@ class Uniform(Prior):
 
     def log_prob(self, w: Tensor) -> Tensor:
         return torch.zeros_like(w)
+
+
+_MIN_SCALE = 1e-8  # keeps a refitted prior proper when every weight sits at one value
+
+
+def expected_abs_deviation(means: Tensor, stds: Tensor, centre: Tensor | float) -> Tensor:
+    """E|w − c| for w ~ N(μ, σ²), elementwise: σ√(2/π)·exp(−d²/2σ²) + d·erf(d/(σ√2)), d = μ − c.
+
+    At σ = 0 it is |μ − c| (a delta posterior).
+    """
+    d = means - centre
+    safe = stds.clamp_min(1e-30)
+    z = d / (safe * math.sqrt(2.0))
+    smooth = safe * math.sqrt(2.0 / math.pi) * torch.exp(-z * z) + d * torch.erf(z)
+    return torch.where(stds > 0, smooth, d.abs())
+
+
+class AdaptiveGaussian(Gaussian):
+    """Gaussian prior N(m, s²) refitted to the posterior (Graves 2011 eq. 15).
+
+    For posteriors N(μᵢ, σᵢ²) over the W weights it covers (σᵢ = 0 for a delta posterior),
+    Σᵢ KL(N(μᵢ, σᵢ²) ‖ N(m, s²)) is minimized by
+
+        m = (1/W) Σᵢ μᵢ,      s² = (1/W) Σᵢ [σᵢ² + (μᵢ − m)²].
+
+    At that optimum the complexity's gradient with respect to (m, s) is zero, so the
+    posterior's gradients are those of a fixed prior (Graves eqs. 16–17).
+    """
+
+    @torch.no_grad()
+    def refit(self, means: Tensor, stds: Tensor) -> None:
+        """Set (m, s) to the optimum for these posterior means and standard deviations."""
+        m = means.mean()
+        var = (stds.square() + (means - m).square()).mean()
+        self.mean.copy_(m)
+        self.std.copy_(var.sqrt().clamp_min(_MIN_SCALE))
+
+
+class AdaptiveLaplace(Laplace):
+    """Laplace prior L(m, b) refitted to the posterior (Graves 2011 §5.1).
+
+    Σᵢ E_q|wᵢ − m|/b + W log 2b is minimized over b by b = (1/W) Σᵢ E_q|wᵢ − m| (exactly, for
+    any m) and over m by the median of the posterior mixture, taken as the median of the μᵢ
+    as Graves does (exact for a delta posterior).
+    """
+
+    @torch.no_grad()
+    def refit(self, means: Tensor, stds: Tensor) -> None:
+        """Set (m, b) to the optimum for these posterior means and standard deviations."""
+        m = means.median()
+        self.loc.copy_(m)
+        self.scale.copy_(expected_abs_deviation(means, stds, m).mean().clamp_min(_MIN_SCALE))
+
+
+@torch.no_grad()
+def refit_priors(model: nn.Module) -> int:
+    """Refit every adaptive prior of ``model``'s Bayesian layers to the weights it covers.
+
+    A prior module shared by several layers (as :func:`~torchbayes.nn.to_bayesian` makes it)
+    is fitted to all of their weights and biases together. Call after each optimizer step.
+    Returns the number of priors refitted.
+    """
+    from .nn.convert import bayesian_layers
+
+    covered: dict[int, tuple[Prior, list[Tensor], list[Tensor]]] = {}
+    for _, layer in bayesian_layers(model):
+        prior = layer.prior
+        if not hasattr(prior, "refit"):
+            continue
+        _, means, stds = covered.setdefault(id(prior), (prior, [], []))
+        for _, q in layer.posteriors():
+            means.append(q.mean.detach().reshape(-1))
+            stds.append(q.stddev.detach().reshape(-1))
+    for prior, means, stds in covered.values():
+        prior.refit(torch.cat(means), torch.cat(stds))
+    return len(covered)

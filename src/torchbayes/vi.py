@@ -30,9 +30,17 @@ import torch
 from torch import Tensor, nn
 
 from . import _checks
-from .nn.convert import model_kl
+from .nn.convert import bayesian_layers, model_kl
 
-__all__ = ["SCHEDULES", "FreeEnergy", "FreeEnergyTerms", "check_finite", "kl_weights"]
+__all__ = [
+    "SCHEDULES",
+    "DescriptionLength",
+    "FreeEnergy",
+    "FreeEnergyTerms",
+    "check_finite",
+    "description_length",
+    "kl_weights",
+]
 
 SCHEDULES: tuple[str, ...] = ("uniform", "blundell")
 LN2 = math.log(2.0)
@@ -136,3 +144,73 @@ class FreeEnergy:
             torch.stack([t.complexity for t in terms]).mean(),
             terms[0].kl_weight,
         )
+
+
+@dataclass(frozen=True)
+class DescriptionLength:
+    """The minimum-description-length reading of the free energy (Graves 2011 §3–4).
+
+    Sending the training targets with the network costs L(D) = L_E + L_C: the error loss
+    L_E = −Σₙ E_q[log p(yₙ|xₙ, w)] (the targets coded with the network) plus the complexity
+    loss L_C = KL(q‖p) (the weights coded with the prior, bits-back). A uniform code over K
+    labels needs N·log₂K bits; the compression ratio is that over L(D) in bits (> 1: the
+    network compresses the targets; Graves Table 1 "Ratio").
+    """
+
+    error_nats: float
+    complexity_nats: float
+    num_weights: int
+    num_data: int
+    num_classes: int
+
+    @property
+    def error_bits(self) -> float:
+        return self.error_nats / LN2
+
+    @property
+    def complexity_bits(self) -> float:
+        return self.complexity_nats / LN2
+
+    @property
+    def total_bits(self) -> float:
+        return self.error_bits + self.complexity_bits
+
+    @property
+    def bits_per_weight(self) -> float:
+        return self.complexity_bits / self.num_weights
+
+    @property
+    def uniform_bits(self) -> float:
+        return self.num_data * math.log2(self.num_classes)
+
+    @property
+    def compression_ratio(self) -> float:
+        return self.uniform_bits / self.total_bits
+
+    def as_dict(self) -> dict[str, float]:
+        """Every quantity, for JSON."""
+        names = ("error_bits", "complexity_bits", "total_bits", "bits_per_weight")
+        return {
+            "error_nats": self.error_nats,
+            "complexity_nats": self.complexity_nats,
+            **{name: getattr(self, name) for name in names},
+            "compression_ratio": self.compression_ratio,
+        }
+
+
+def description_length(
+    model: nn.Module, error_nats: float, num_data: int, num_classes: int
+) -> DescriptionLength:
+    """L(D) of ``model``'s posterior: ``error_nats`` is the training-set error loss −Σₙ E_q log
+    p(yₙ|xₙ, w) in nats (mean NLL × N); the complexity is ``model_kl(model)``; the weights
+    counted are those of its Bayesian layers."""
+    _checks.at_least("num_data", num_data, 1)
+    _checks.at_least("num_classes", num_classes, 2)
+    if not math.isfinite(error_nats) or error_nats < 0:
+        raise ValueError(f"error_nats must be finite and >= 0, got error_nats={error_nats!r}")
+    with torch.no_grad():
+        complexity = float(model_kl(model))
+    weights = sum(
+        q.mean.numel() for _, layer in bayesian_layers(model) for _, q in layer.posteriors()
+    )
+    return DescriptionLength(error_nats, complexity, weights, num_data, num_classes)

@@ -4,7 +4,7 @@ Each module has a ``Config`` dataclass (paper settings as defaults, ``quick()`` 
 ``run(config, out) -> Result`` that writes JSON, plots and a markdown report into ``out``.
 """
 
-from . import gradient_variance, mlp_sgmcmc, mnist_vd, mushroom, regression
+from . import gradient_variance, mlp_sgmcmc, mnist_vd, mushroom, ood, regression
 from ._result import Result
 
 EXPERIMENTS = {
@@ -12,6 +12,7 @@ EXPERIMENTS = {
     "mlp-sgmcmc": mlp_sgmcmc,
     "mnist-vd": mnist_vd,
     "mushroom": mushroom,
+    "ood": ood,
     "regression": regression,
 }
 

@@ -88,22 +88,33 @@ class SGMCMC(torch.optim.Optimizer):
         params = [p for p in group["params"] if p.grad is not None]
         grads = [p.grad for p in params]
         norms = torch.stack(torch._foreach_norm(grads)) if grads else torch.zeros(0)
-        if not bool(torch.isfinite(norms).all()):  # one sync for all parameters
-            bad = int((~torch.isfinite(norms)).nonzero()[0])
-            raise FloatingPointError(
-                f"non-finite gradient in parameter {bad} of the group (shape "
-                f"{tuple(params[bad].shape)}); the sampler state is unchanged"
-            )
+        self._check_finite(params, norms)
         decay = group["weight_decay"]
         if decay > 0:
             grads = torch._foreach_add(grads, params, alpha=decay / self.num_data)
         if self.prior is not None:
-            with torch.enable_grad():
-                detached = [p.detach().requires_grad_() for p in params]
-                log_prior = sum(self.prior.log_prob(p).sum() for p in detached)
-                prior_grads = torch.autograd.grad(log_prior, detached)
-            grads = torch._foreach_add(list(grads), list(prior_grads), alpha=-1.0 / self.num_data)
+            grads = torch._foreach_add(
+                list(grads), self._prior_gradients(params), alpha=-1.0 / self.num_data
+            )
         return params, list(grads)
+
+    @staticmethod
+    def _check_finite(params: list[Tensor], grad_norms: Tensor) -> None:
+        """Raise, naming the parameter, unless every gradient norm is finite (one sync)."""
+        if not bool(torch.isfinite(grad_norms).all()):
+            bad = int((~torch.isfinite(grad_norms)).nonzero()[0])
+            raise FloatingPointError(
+                f"non-finite gradient in parameter {bad} of the group (shape "
+                f"{tuple(params[bad].shape)}); the sampler state is unchanged"
+            )
+
+    def _prior_gradients(self, params: list[Tensor]) -> list[Tensor]:
+        """∇log p(θ) of the ``prior`` for each parameter, by autograd."""
+        assert self.prior is not None
+        with torch.enable_grad():
+            detached = [p.detach().requires_grad_() for p in params]
+            log_prior = sum(self.prior.log_prob(p).sum() for p in detached)
+            return list(torch.autograd.grad(log_prior, detached))
 
     def _noise_std(self, group: dict[str, Any], scale: float = 1.0) -> float:
         """√(2·lr·T·scale/N): the std of the injected noise before preconditioning."""

@@ -1,0 +1,88 @@
+"""Scores of a posterior predictive: uncertainty, out-of-distribution detection, calibration.
+
+Each uncertainty score is oriented so that *higher means less sure*:
+
+* ``entropy``            — total predictive entropy H[(1/S)Σ_s p(y|x,θ_s)] (nats);
+* ``mutual_information`` — I(y; θ | x), the epistemic part;
+* ``max_probability``    — 1 − maxᵧ p(y|x) (reported as the max probability itself; the
+  AUROC uses 1 − it).
+
+:func:`ood_auroc` is the area under the ROC curve for telling out-of-distribution inputs
+(positives) from in-distribution ones by a score; :func:`expected_calibration_error` is the
+top-label ECE over equal-width confidence bins (Guo et al. 2017). Both are torchmetrics'.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torchmetrics.functional.classification import binary_auroc, multiclass_calibration_error
+
+from . import _checks
+from .predict import ClassPrediction
+
+__all__ = [
+    "SCORES",
+    "expected_calibration_error",
+    "ood_auroc",
+    "ood_report",
+    "uncertainty_scores",
+]
+
+SCORES: tuple[str, ...] = ("entropy", "mutual_information", "max_probability")
+
+
+def uncertainty_scores(prediction: ClassPrediction) -> dict[str, Tensor]:
+    """Per-input scores, higher = less certain (``max_probability`` as 1 − max p)."""
+    return {
+        "entropy": prediction.total_entropy,
+        "mutual_information": prediction.epistemic,
+        "max_probability": 1.0 - prediction.probs.max(-1).values,
+    }
+
+
+def ood_auroc(in_scores: Tensor, out_scores: Tensor) -> float:
+    """AUROC of separating out- (positive) from in-distribution inputs by a score."""
+    if in_scores.numel() == 0 or out_scores.numel() == 0:
+        raise ValueError("ood_auroc needs at least one in- and one out-of-distribution score")
+    scores = torch.cat([in_scores.flatten(), out_scores.flatten()]).float()
+    labels = torch.cat([torch.zeros(in_scores.numel()), torch.ones(out_scores.numel())]).long()
+    return float(binary_auroc(scores, labels.to(scores.device)))
+
+
+def expected_calibration_error(probs: Tensor, targets: Tensor, num_bins: int = 15) -> float:
+    """Top-label ECE = Σ_b (|B_b|/n)·|acc(B_b) − conf(B_b)| over ``num_bins`` equal bins."""
+    _checks.at_least("num_bins", num_bins, 1)
+    if probs.ndim != 2 or probs.shape[0] != targets.shape[0]:
+        raise ValueError(
+            f"probs must be (n, classes) matching targets (n,), got {tuple(probs.shape)} and "
+            f"{tuple(targets.shape)}"
+        )
+    return float(
+        multiclass_calibration_error(
+            probs, targets, num_classes=probs.shape[1], n_bins=num_bins, norm="l1"
+        )
+    )
+
+
+def ood_report(
+    in_distribution: ClassPrediction, targets: Tensor, out_of_distribution: ClassPrediction
+) -> dict[str, float]:
+    """Accuracy, NLL and ECE in distribution; mean scores on both sets; AUROC per score."""
+    probs = in_distribution.probs
+    nll = -torch.log(probs.gather(1, targets[:, None]).clamp_min(1e-12)).mean()
+    report = {
+        "accuracy": float((probs.argmax(1) == targets).float().mean()),
+        "nll": float(nll),
+        "ece": expected_calibration_error(probs, targets),
+    }
+    inside, outside = uncertainty_scores(in_distribution), uncertainty_scores(out_of_distribution)
+    for name in SCORES:
+        if name == "max_probability":
+            report["in_max_probability"] = float(1 - inside[name].mean())
+            report["ood_max_probability"] = float(1 - outside[name].mean())
+        else:
+            report[f"in_{name}"] = float(inside[name].mean())
+            report[f"ood_{name}"] = float(outside[name].mean())
+        report[f"auroc_{name}"] = ood_auroc(inside[name], outside[name])
+    return report

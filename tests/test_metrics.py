@@ -1,0 +1,73 @@
+"""OOD and calibration scores against direct computations."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from torchbayes.metrics import (
+    expected_calibration_error,
+    ood_auroc,
+    ood_report,
+    uncertainty_scores,
+)
+from torchbayes.predict import class_prediction_from_logits
+
+
+def test_auroc_matches_sklearn_and_its_extremes():
+    generator = torch.Generator().manual_seed(0)
+    inside = torch.randn(300, generator=generator)
+    outside = torch.randn(200, generator=generator) + 1.0
+    labels = [0] * 300 + [1] * 200
+    expected = roc_auc_score(labels, torch.cat([inside, outside]).numpy())
+    assert ood_auroc(inside, outside) == pytest.approx(expected, abs=1e-6)
+    assert ood_auroc(torch.zeros(5), torch.ones(5)) == pytest.approx(1.0)
+    assert ood_auroc(torch.ones(5), torch.zeros(5)) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="at least one"):
+        ood_auroc(torch.zeros(0), torch.ones(3))
+
+
+def test_ece_matches_the_binned_definition():
+    generator = torch.Generator().manual_seed(1)
+    probs = torch.softmax(3 * torch.randn(1000, 4, generator=generator), -1)
+    targets = torch.randint(4, (1000,), generator=generator)
+    confidence, predicted = probs.max(1)
+    correct = (predicted == targets).float()
+    ece = 0.0
+    edges = torch.linspace(0, 1, 11)
+    for lo, hi in itertools.pairwise(edges):
+        inside = (confidence > lo) & (confidence <= hi)
+        if inside.any():
+            gap = (correct[inside].mean() - confidence[inside].mean()).abs()
+            ece += float(inside.float().mean() * gap)
+    assert expected_calibration_error(probs, targets, num_bins=10) == pytest.approx(ece, abs=1e-5)
+    with pytest.raises(ValueError, match="probs must be"):
+        expected_calibration_error(probs[:, 0], targets)
+
+
+def test_scores_are_oriented_so_higher_is_less_certain():
+    sure = class_prediction_from_logits(torch.tensor([[[20.0, 0.0, 0.0]]]).expand(4, 1, 3))
+    disagreeing = torch.zeros(3, 1, 3)
+    disagreeing[[0, 1, 2], 0, [0, 1, 2]] = 20.0  # each sample sure of a different class
+    unsure = class_prediction_from_logits(disagreeing)
+    for name, low in uncertainty_scores(sure).items():
+        assert float(uncertainty_scores(unsure)[name]) > float(low) + 0.5, name
+    assert float(uncertainty_scores(unsure)["entropy"]) == pytest.approx(math.log(3), abs=1e-6)
+
+
+def test_ood_report_separates_confident_from_flat_predictions():
+    logits_in = torch.zeros(5, 40, 3)
+    targets = torch.randint(3, (40,))
+    logits_in[:, torch.arange(40), targets] = 8.0
+    logits_out = torch.randn(5, 30, 3) * 0.1
+    report = ood_report(
+        class_prediction_from_logits(logits_in),
+        targets,
+        class_prediction_from_logits(logits_out),
+    )
+    assert report["accuracy"] == 1.0
+    assert report["ood_entropy"] > report["in_entropy"]
+    assert report["auroc_entropy"] == pytest.approx(1.0)
+    assert report["auroc_max_probability"] == pytest.approx(1.0)
