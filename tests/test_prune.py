@@ -11,6 +11,7 @@ from torchbayes.priors import Gaussian, Laplace, ScaleMixture
 from torchbayes.prune import (
     MaskedPosterior,
     SparseLinear,
+    hold_masks,
     masks_by_fraction,
     masks_by_threshold,
     pruning_report,
@@ -128,7 +129,7 @@ def test_pruning_report_counts_what_is_left():
     everything = pruning_report(model, {})
     assert everything["kept"] == total
     kl = sum(
-        float(kl_divergence(q, layer.prior))
+        float(kl_divergence(q, layer.prior).detach())
         for layer in (model[0], model[2])
         for _, q in layer.posteriors()
     )
@@ -136,3 +137,24 @@ def test_pruning_report_counts_what_is_left():
         kl / torch.log(torch.tensor(2.0)).item(), rel=1e-5
     )
     assert report["kept_complexity_bits"] < everything["kept_complexity_bits"]
+
+
+def test_held_masks_keep_pruned_weights_at_zero_through_retraining():
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Linear(6, 9), nn.Tanh(), nn.Linear(9, 2))
+    masks = masks_by_fraction({k: v.detach().abs() for k, v in net.named_parameters()}, 0.6)
+    handles = hold_masks(net, masks)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    x, y = torch.randn(32, 6), torch.randint(2, (32,))
+    for _ in range(20):
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    params = dict(net.named_parameters())
+    for key, mask in masks.items():
+        assert float(params[key].detach()[~mask].abs().sum()) == 0.0
+    assert any(float(params[k].detach()[m].abs().min()) > 0 for k, m in masks.items() if m.any())
+    for handle in handles:
+        handle.remove()
+    with pytest.raises(ValueError, match="fits no parameter"):
+        hold_masks(net, {"nope": torch.ones(1, dtype=torch.bool)})

@@ -32,6 +32,7 @@ from .posterior import Posterior
 __all__ = [
     "MaskedPosterior",
     "SparseLinear",
+    "hold_masks",
     "masks_by_fraction",
     "masks_by_threshold",
     "pruning_report",
@@ -162,6 +163,29 @@ def sparsify(network: nn.Module, masks: Mapping[str, Tensor]) -> nn.Module:
             parent_name, _, child = name.rpartition(".")
             setattr(pruned.get_submodule(parent_name), child, sparse)
     return pruned
+
+
+def hold_masks(
+    network: nn.Module, masks: Mapping[str, Tensor]
+) -> list[torch.utils.hooks.RemovableHandle]:
+    """Zero the pruned entries of a plain ``network``'s parameters and keep them zero while it
+    is retrained: a gradient hook masks each gradient, so any optimizer without weight decay
+    leaves them at 0 (with decay they also stay 0, being 0). Returns the hook handles
+    (``handle.remove()`` ends the hold).
+
+    Retraining after pruning (Graves §7) is then ordinary training of the pruned posterior-mean
+    network, e.g. ``VariationalPosterior(model).network``.
+    """
+    params = dict(network.named_parameters())
+    handles = []
+    for key, mask in masks.items():
+        if key not in params or params[key].shape != mask.shape:
+            raise ValueError(f"mask {key!r} of shape {tuple(mask.shape)} fits no parameter")
+        keep = mask.to(params[key].dtype)
+        with torch.no_grad():
+            params[key].mul_(keep)
+        handles.append(params[key].register_hook(lambda grad, keep=keep: grad * keep))
+    return handles
 
 
 def pruning_report(model: nn.Module, masks: Mapping[str, Tensor]) -> dict[str, float]:
