@@ -203,3 +203,47 @@ def test_run_ood_end_to_end(tmp_path):
 def test_ood_rejects_burn_in_past_the_end(capsys, tmp_path):
     assert main(["run", "ood", "--out", str(tmp_path), "--set", "burn_in_epochs=9"]) == 2
     assert "burn_in_epochs" in capsys.readouterr().err
+
+
+def test_run_mnist_bbb_end_to_end(tmp_path):
+    out = tmp_path / "bbb"
+    args = ["run", "mnist-bbb", "--quick", "--out", str(out), "--set", "hidden_sizes=16"]
+    assert main([*args, "--set", "train_subset=800", "--set", "epochs=2"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    methods = result["metrics"]
+    assert set(methods) == {"sgd", "dropout", "bbb-gaussian", "bbb-mixture"}
+    for by_width in methods.values():
+        assert len(by_width["16"]["curve"]) == 2
+        assert 0.0 <= by_width["16"]["mean_error"] < 0.9
+    bbb = methods["bbb-mixture"]["16"]
+    assert bbb["description_length"]["compression_ratio"] > 0
+    removed = [row["removed"] for row in bbb["pruning"]["fraction"]]
+    assert removed == pytest.approx([0.0, 0.5, 0.75, 0.95, 0.98], abs=1e-3)
+    assert bbb["pruning"]["fraction"][-1]["stored_fraction_of_dense"] < 0.1
+    assert (out / "mnist_bbb.png").stat().st_size > 20_000
+    assert "Description length" in (out / "report.md").read_text()
+
+
+def test_run_mnist_prune_trains_only_what_it_prunes(tmp_path, capsys):
+    out = tmp_path / "prune"
+    args = ["run", "mnist-prune", "--quick", "--out", str(out), "--set", "hidden_sizes=8"]
+    assert main([*args, "--set", "train_subset=500", "--set", "epochs=1"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["name"] == "mnist-prune" and set(result["metrics"]) == {"bbb-mixture"}
+    assert main([*args, "--set", "methods=sgd"]) == 2
+    assert "bbb method" in capsys.readouterr().err
+
+
+def test_run_mnist_graves_end_to_end(tmp_path):
+    out = tmp_path / "graves"
+    rows = "rows=delta/uniform,fixed/gaussian,adaptive/adaptive-gaussian"
+    args = ["run", "mnist-graves", "--quick", "--out", str(out), "--set", rows]
+    assert main([*args, "--set", "train_subset=500", "--set", "hidden=8", "--set", "epochs=1"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    rows = result["metrics"]
+    assert set(rows) == {"delta/uniform", "fixed/gaussian", "adaptive/adaptive-gaussian"}
+    assert rows["delta/uniform"]["complexity_bits"] == 0.0
+    for m in rows.values():
+        assert m["error_bits"] > 0 and m["compression_ratio"] != 0
+    assert rows["adaptive/adaptive-gaussian"]["prior"]["std"] > 0
+    assert "‡" in (out / "report.md").read_text()

@@ -4,12 +4,25 @@ Each module has a ``Config`` dataclass (paper settings as defaults, ``quick()`` 
 ``run(config, out) -> Result`` that writes JSON, plots and a markdown report into ``out``.
 """
 
-from . import gradient_variance, mlp_sgmcmc, mnist_vd, mushroom, ood, regression
+from . import (
+    gradient_variance,
+    mlp_sgmcmc,
+    mnist_bbb,
+    mnist_graves,
+    mnist_prune,
+    mnist_vd,
+    mushroom,
+    ood,
+    regression,
+)
 from ._result import Result
 
 EXPERIMENTS = {
     "gradient-variance": gradient_variance,
     "mlp-sgmcmc": mlp_sgmcmc,
+    "mnist-bbb": mnist_bbb,
+    "mnist-graves": mnist_graves,
+    "mnist-prune": mnist_prune,
     "mnist-vd": mnist_vd,
     "mushroom": mushroom,
     "ood": ood,

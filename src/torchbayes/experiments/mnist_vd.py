@@ -40,7 +40,7 @@ from ..nn import BayesLinear, posterior_mean
 from ..nn.convert import bayesian_layers
 from ..posterior import VariationalPosterior
 from ..predict import sample_outputs
-from ..priors import LogUniform, Uniform
+from ..priors import LogUniform, Uniform, refit_priors
 from ..variational import (
     BernoulliDropout,
     CorrelatedVariationalDropout,
@@ -165,13 +165,27 @@ def train(method: str, width: int, config: Config, data, generator: torch.Genera
 
 
 class Trainer:
-    """Adam on the free energy of ``model``; :meth:`epochs` can be called repeatedly."""
+    """Adam on the free energy of ``model``; :meth:`epochs` can be called repeatedly.
 
-    def __init__(self, model: nn.Module, config: Config, num_data: int, kl_scale: float = 1.0):
-        self.model, self.batch_size = model, config.batch_size
+    With ``refit=True`` the model's adaptive priors are refitted after every update
+    (:func:`torchbayes.priors.refit_priors`, Graves 2011 eq. 15).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: Config,
+        num_data: int,
+        kl_scale: float = 1.0,
+        schedule: str = "uniform",
+        refit: bool = False,
+    ):
+        self.model, self.batch_size, self.refit = model, config.batch_size, refit
+        if refit:
+            refit_priors(model)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
         batches = math.ceil(num_data / config.batch_size)
-        self.free_energy = FreeEnergy(num_data, batches, kl_scale=kl_scale)
+        self.free_energy = FreeEnergy(num_data, batches, schedule=schedule, kl_scale=kl_scale)
         self.step = 0
 
     def epochs(self, data, count: int, generator: torch.Generator, desc: str = "") -> float:
@@ -187,6 +201,8 @@ class Trainer:
                 check_finite(terms.loss, self.step)
                 terms.loss.backward()
                 self.optimizer.step()
+                if self.refit:
+                    refit_priors(self.model)
                 self.step += 1
         return time.perf_counter() - start
 

@@ -129,8 +129,10 @@ class BayesianLayer(nn.Module):
         self, num_samples: int, generator: torch.Generator | None = None
     ) -> dict[str, Tensor]:
         """``num_samples`` independent draws of every weight, stacked on dim 0 (no grad)."""
-        with torch.no_grad():
-            return {name: q.rsample((num_samples,), generator) for name, q in self.posteriors()}
+        with torch.no_grad():  # detach: a delta posterior's "sample" is a view of μ
+            return {
+                name: q.rsample((num_samples,), generator).detach() for name, q in self.posteriors()
+            }
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.sampling or self.estimator == "reparameterize":
