@@ -1,4 +1,5 @@
 import json
+import math
 import subprocess
 import sys
 
@@ -220,6 +221,8 @@ def test_run_mnist_bbb_end_to_end(tmp_path):
     removed = [row["removed"] for row in bbb["pruning"]["fraction"]]
     assert removed == pytest.approx([0.0, 0.5, 0.75, 0.95, 0.98], abs=1e-3)
     assert bbb["pruning"]["fraction"][-1]["stored_fraction_of_dense"] < 0.1
+    for row in bbb["pruning"]["fraction"] + bbb["pruning"]["threshold"]:
+        assert 0.0 <= row["retrained_test_error"] <= 1.0
     assert (out / "mnist_bbb.png").stat().st_size > 20_000
     assert "Description length" in (out / "report.md").read_text()
 
@@ -247,3 +250,46 @@ def test_run_mnist_graves_end_to_end(tmp_path):
         assert m["error_bits"] > 0 and m["compression_ratio"] != 0
     assert rows["adaptive/adaptive-gaussian"]["prior"]["std"] > 0
     assert "‡" in (out / "report.md").read_text()
+
+
+def test_run_char_lm_end_to_end(tmp_path):
+    out = tmp_path / "char"
+    args = ["run", "char-lm", "--quick", "--out", str(out), "--set", "cells=lstm,gru"]
+    assert main([*args, "--set", "train_chars=12000", "--set", "test_chars=2000"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert set(result["metrics"]) == {"lstm", "gru"}
+    vocab = result["config"]["vocab_size"]
+    for by_method in result["metrics"].values():
+        for m in by_method.values():
+            assert m["samples"] >= 2
+            assert 0 < m["averaged_cross_entropy"] < math.log(vocab)  # better than uniform
+            for curve in m["averaged_perplexity"].values():
+                assert len(curve) == m["samples"]
+            assert m["averaged_perplexity"]["forward"][-1] == pytest.approx(
+                m["averaged_perplexity"]["thinned"][-1]
+            )  # all K samples: the three selections coincide
+    assert (out / "char_lm.png").stat().st_size > 10_000
+    assert "Table 3" in (out / "report.md").read_text()
+
+
+def test_char_lm_rejects_a_bad_scheme(capsys, tmp_path):
+    assert main(["run", "char-lm", "--out", str(tmp_path), "--set", "scheme=shuffled"]) == 2
+    assert "scheme" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dataset", ["trec", "cr"])
+def test_run_sentence_end_to_end(tmp_path, dataset):
+    out = tmp_path / dataset
+    args = ["run", "sentence", "--quick", "--out", str(out), "--set", f"dataset={dataset}"]
+    assert main([*args, "--set", "train_subset=300", "--set", "methods=rmsprop,psgld"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    runs = 1 if dataset == "trec" else 2  # quick: one seed, or 2-fold CV
+    for method in ("rmsprop", "psgld"):
+        m = result["metrics"][method]
+        assert len(m["runs"]) == runs and m["runs"][0]["samples"] >= 2
+        assert 0.0 <= m["averaged_error_mean"] <= 1.0
+        assert len(m["error_vs_samples"]) == m["runs"][0]["samples"]
+    rows = result["metrics"]["most_uncertain"]
+    assert rows and all(0.0 <= r["probability_mean"] <= 1.0 for r in rows)
+    assert (out / "sentence.png").stat().st_size > 10_000
+    assert "Tables 6–7" in (out / "report.md").read_text()

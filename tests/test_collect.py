@@ -47,6 +47,7 @@ def test_forward_backward_thinned_selection(how, expected):
         collector.step()
     got = [float(s["2.bias"][0]) for s in collector.select(3, how)]
     assert got == expected
+    assert [i + 1.0 for i in collector.selection(3, how)] == expected  # sample i marked i + 1
 
 
 def test_max_samples_stops_collecting():

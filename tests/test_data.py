@@ -131,3 +131,70 @@ def test_ood_set_prefers_notmnist_then_falls_back_to_digits(tmp_path, monkeypatc
         name, images = load_ood_images(trained_on)
         assert name == "notmnist" and images.shape == (3, 1, 28, 28)
         assert float(images.max()) == 1.0
+
+
+def test_war_and_peace_splits_contiguously_and_decodes_back():
+    from torchbayes.data import data_root, load_text
+
+    corpus = load_text("warpeace")
+    text = (data_root() / "text/warpeace.txt").read_text(encoding="utf-8")
+    assert corpus.vocab == sorted(set(text))
+    assert len(corpus.train) + len(corpus.valid) + len(corpus.test) == len(text)
+    assert len(corpus.train) == int(0.9 * len(text))
+    assert corpus.decode(corpus.test[:200]) == text[len(text) - len(corpus.test) :][:200]
+    with pytest.raises(ValueError, match="splits"):
+        load_text("warpeace", splits=(0.9, 0.2))
+    with pytest.raises(ValueError, match="name"):
+        load_text("ulysses")
+
+
+def test_stream_batches_follow_each_other_and_targets_are_the_next_character():
+    from torchbayes.data import stream_batches
+
+    ids = torch.arange(1001)
+    windows = list(stream_batches(ids, batch_size=4, seq_len=30))
+    inputs = torch.cat([x for x, _ in windows], dim=1)
+    targets = torch.cat([y for _, y in windows], dim=1)
+    assert inputs.shape == (4, 250) and windows[-1][0].shape == (4, 10)
+    assert torch.equal(targets, inputs + 1)
+    assert torch.equal(inputs[1], torch.arange(250, 500))  # stream 1 continues where 0 ends
+    with pytest.raises(ValueError, match="batch_size"):
+        list(stream_batches(ids[:3], batch_size=4, seq_len=2))
+
+
+def test_random_windows_are_contiguous_slices_with_shifted_targets():
+    from torchbayes.data import random_windows
+
+    ids = torch.arange(5000) * 3
+    generator = torch.Generator().manual_seed(0)
+    windows = list(random_windows(ids, 8, 20, generator))
+    assert len(windows) == 4999 // 160
+    for x, y in windows:
+        assert x.shape == y.shape == (8, 20)
+        assert torch.all(x.diff(dim=1) == 3) and torch.equal(y, x + 3)
+
+
+def test_trec_has_its_split_six_classes_and_a_padding_vocabulary():
+    from torchbayes.data.sentence import Vocabulary, load_sentences
+
+    trec = load_sentences("trec")
+    assert len(trec.sentences) == 5452 and len(trec.test_sentences) == 500
+    assert trec.num_classes == 6
+    vocab = Vocabulary(trec.sentences)
+    ids, lengths = vocab.encode([["What", "is", "a", "zyzzyva-unseen", "?"], ["Who"]])
+    assert ids.shape == (2, 5) and lengths.tolist() == [5, 1]
+    assert ids[0, 3] == Vocabulary.UNK and ids[1, 1:].eq(Vocabulary.PAD).all()
+    assert vocab.tokens[int(ids[0, 0])] == "What"
+
+
+def test_cv_sets_read_every_line_even_with_stray_nel_bytes():
+    from torchbayes.data.sentence import cv_folds, load_sentences
+
+    mr = load_sentences("mr")  # rt-polarity.all holds byte 0x85 inside sentences
+    assert len(mr.sentences) == 10662 and mr.labels.bincount().tolist() == [5331, 5331]
+    assert mr.test_sentences is None
+    folds = cv_folds(len(mr.sentences), 10, seed=0)
+    assert sorted(torch.cat(folds).tolist()) == list(range(10662))
+    assert {len(f) for f in folds} <= {1066, 1067}
+    with pytest.raises(ValueError, match="folds"):
+        cv_folds(5, 6)

@@ -158,3 +158,26 @@ def test_held_masks_keep_pruned_weights_at_zero_through_retraining():
         handle.remove()
     with pytest.raises(ValueError, match="fits no parameter"):
         hold_masks(net, {"nope": torch.ones(1, dtype=torch.bool)})
+
+
+def test_retrain_pruned_fits_the_data_with_the_pruned_weights_still_zero():
+    from torchbayes.experiments.mnist_bbb import Config, retrain_pruned
+
+    model = _bayes_mlp()
+    network = VariationalPosterior(model).network
+    masks = masks_by_fraction(signal_to_noise(model), 0.5)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(512, 12, generator=generator)
+    y = (x[:, :4] * 3).argmax(-1)
+
+    def loss(net):
+        with torch.no_grad():
+            return float(nn.functional.cross_entropy(sparsify(net, masks)(x), y))
+
+    config = Config.quick(retrain_epochs=20, batch_size=32, lr=1e-2)
+    retrained = retrain_pruned(network, masks, (x, y), config, generator)
+    assert loss(retrained) < 0.5 * loss(network)
+    params = dict(retrained.named_parameters())
+    for key, mask in masks.items():
+        assert torch.all(params[key][~mask] == 0)
+    assert not any(p._backward_hooks for p in retrained.parameters())  # hold released

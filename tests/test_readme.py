@@ -92,3 +92,14 @@ def test_description_length_and_pruning_example_runs():
     assert namespace["left"]["kept"] == round(0.05 * (784 * 400 + 400 + 400 * 10 + 10))
     torch.testing.assert_close(namespace["pred"].probs.sum(-1), torch.ones(3))
     assert namespace["small"](torch.randn(2, 784)).shape == (2, 10)
+
+
+def test_recurrent_example_runs():
+    text = README.read_text()
+    title = "## Recurrent networks (Gan et al. 2017)"
+    code = re.search(re.escape(title) + r"\n\n```python\n(.*?)```", text, re.S)
+    assert code, "README lost its recurrent-network example"
+    namespace: dict = {}
+    exec(code.group(1), namespace)
+    assert len(namespace["collector"]) >= 2
+    assert namespace["loss"].requires_grad and torch.isfinite(namespace["loss"])

@@ -110,20 +110,23 @@ class Collector:
         """Every kept sample, in collection order."""
         return [self._load(s) for s in self._samples]
 
-    def select(self, num_samples: int, how: str = "thinned") -> list[dict[str, Tensor]]:
-        """K kept samples chosen by forward, backward or thinned collection (Gan et al. §5.1)."""
+    def selection(self, num_samples: int, how: str = "thinned") -> list[int]:
+        """Indices (into :meth:`samples`) of K kept samples chosen by forward, backward or
+        thinned collection (Gan et al. §5.1)."""
         _checks.one_of("how", how, SELECTIONS)
         _checks.at_least("num_samples", num_samples, 1)
         n = len(self._samples)
         if num_samples > n:
             raise ValueError(f"num_samples={num_samples} but only {n} samples were collected")
         if how == "forward":
-            index = list(range(num_samples))
-        elif how == "backward":
-            index = list(range(n - num_samples, n))
-        else:
-            index = torch.linspace(0, n - 1, num_samples).round().long().tolist()
-        return [self._load(self._samples[i]) for i in index]
+            return list(range(num_samples))
+        if how == "backward":
+            return list(range(n - num_samples, n))
+        return torch.linspace(0, n - 1, num_samples).round().long().tolist()
+
+    def select(self, num_samples: int, how: str = "thinned") -> list[dict[str, Tensor]]:
+        """K kept samples chosen by forward, backward or thinned collection (Gan et al. §5.1)."""
+        return [self._load(self._samples[i]) for i in self.selection(num_samples, how)]
 
     def posterior(
         self, num_samples: int | None = None, how: str = "thinned", network: nn.Module | None = None

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torch import nn
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence
 
 from . import _checks
 
-__all__ = ["five_layer_cnn", "mlp"]
+__all__ = [
+    "RECURRENT_CELLS",
+    "CharRNN",
+    "SentenceClassifier",
+    "detach_state",
+    "five_layer_cnn",
+    "mlp",
+]
+
+RECURRENT_CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}
 
 
 def mlp(
@@ -71,3 +82,96 @@ def five_layer_cnn(
         nn.ReLU(),
         nn.Linear(hidden[1], num_classes),
     )
+
+
+class CharRNN(nn.Module):
+    """Character language model of Gan et al. (2017) Fig. 1: an encoding (embedding), a stack of
+    recurrent layers and a decoding layer, all of whose weights an SG-MCMC sampler moves.
+
+    ``cell`` is ``"lstm"``, ``"gru"`` or ``"rnn"`` (tanh), using PyTorch's fused kernels.
+    ``dropout`` is Zaremba et al.'s naive dropout: on the non-recurrent connections only (the
+    embedding output, between layers, before the decoder). ``forward(inputs, state)`` maps
+    (batch, time) ids to (batch, time, vocab) logits and the final state, so a caller can
+    carry the state from one window of a stream to the next.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden: int = 128,
+        layers: int = 2,
+        cell: str = "lstm",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        _checks.at_least("vocab_size", vocab_size, 2)
+        _checks.at_least("hidden", hidden, 1)
+        _checks.at_least("layers", layers, 1)
+        _checks.one_of("cell", cell, tuple(RECURRENT_CELLS))
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got dropout={dropout!r}")
+        self.cell = cell
+        self.encoder = nn.Embedding(vocab_size, hidden)
+        self.rnn = RECURRENT_CELLS[cell](
+            hidden, hidden, layers, batch_first=True, dropout=dropout if layers > 1 else 0.0
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.decoder = nn.Linear(hidden, vocab_size)
+
+    def forward(self, inputs: Tensor, state: Tensor | tuple[Tensor, Tensor] | None = None):
+        outputs, state = self.rnn(self.dropout(self.encoder(inputs)), state)
+        return self.decoder(self.dropout(outputs)), state
+
+
+def detach_state(state):
+    """The recurrent state cut from the graph (truncated backpropagation through time)."""
+    if state is None:
+        return None
+    if isinstance(state, tuple):
+        return tuple(s.detach() for s in state)
+    return state.detach()
+
+
+class SentenceClassifier(nn.Module):
+    """Gan et al. (2017) §5.4: word embedding → (bidirectional) recurrent layer → the final
+    hidden state of each direction, concatenated → linear classifier.
+
+    Padded batches are packed (``lengths``), so padding never enters the recurrence and the
+    backward direction starts at each sentence's true last word. ``dropout`` (naive, as
+    Zaremba) applies to the embedded words and to the sentence vector.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        embed: int = 300,
+        hidden: int = 400,
+        cell: str = "lstm",
+        bidirectional: bool = True,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        _checks.at_least("vocab_size", vocab_size, 2)
+        _checks.at_least("num_classes", num_classes, 2)
+        _checks.at_least("embed", embed, 1)
+        _checks.at_least("hidden", hidden, 1)
+        _checks.one_of("cell", cell, tuple(RECURRENT_CELLS))
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got dropout={dropout!r}")
+        self.cell = cell
+        self.encoder = nn.Embedding(vocab_size, embed, padding_idx=0)
+        self.rnn = RECURRENT_CELLS[cell](
+            embed, hidden, batch_first=True, bidirectional=bidirectional
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.decoder = nn.Linear(hidden * (2 if bidirectional else 1), num_classes)
+
+    def forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        words = self.dropout(self.encoder(ids))
+        packed = pack_padded_sequence(words, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        _, state = self.rnn(packed)
+        final = state[0] if isinstance(state, tuple) else state  # LSTM: (h, c)
+        directions = 2 if self.rnn.bidirectional else 1
+        sentence = torch.cat(list(final[-directions:]), dim=-1)
+        return self.decoder(self.dropout(sentence))

@@ -4,9 +4,12 @@ from ._files import data_root, fetch
 from .digits import load_digits
 from .images import IMAGE_DATASETS, ImageData, load_images
 from .mushroom import Mushroom, load_mushroom
+from .text import CORPORA, CharCorpus, load_text, random_windows, stream_batches
 
 __all__ = [
+    "CORPORA",
     "IMAGE_DATASETS",
+    "CharCorpus",
     "ImageData",
     "Mushroom",
     "data_root",
@@ -14,4 +17,7 @@ __all__ = [
     "load_digits",
     "load_images",
     "load_mushroom",
+    "load_text",
+    "random_windows",
+    "stream_batches",
 ]

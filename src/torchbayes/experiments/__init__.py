@@ -5,6 +5,7 @@ Each module has a ``Config`` dataclass (paper settings as defaults, ``quick()`` 
 """
 
 from . import (
+    char_lm,
     gradient_variance,
     mlp_sgmcmc,
     mnist_bbb,
@@ -14,10 +15,12 @@ from . import (
     mushroom,
     ood,
     regression,
+    sentence,
 )
 from ._result import Result
 
 EXPERIMENTS = {
+    "char-lm": char_lm,
     "gradient-variance": gradient_variance,
     "mlp-sgmcmc": mlp_sgmcmc,
     "mnist-bbb": mnist_bbb,
@@ -27,6 +30,7 @@ EXPERIMENTS = {
     "mushroom": mushroom,
     "ood": ood,
     "regression": regression,
+    "sentence": sentence,
 }
 
 __all__ = ["EXPERIMENTS", "Result"]

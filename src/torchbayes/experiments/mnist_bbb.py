@@ -20,6 +20,7 @@ says so. Writes ``mnist_bbb.png``, ``result.json`` and ``report.md``.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import time
@@ -39,6 +40,7 @@ from ..posterior import VariationalPosterior
 from ..priors import Gaussian, ScaleMixture, Uniform
 from ..prune import (
     SparseLinear,
+    hold_masks,
     masks_by_fraction,
     masks_by_threshold,
     pruning_report,
@@ -46,7 +48,7 @@ from ..prune import (
     sparsify,
 )
 from ..variational import BernoulliDropout, Delta, DiagonalGaussian
-from ..vi import description_length
+from ..vi import check_finite, description_length
 from ._result import Result, prepare_output, write_result
 from .mnist_vd import Trainer, evaluate
 
@@ -75,6 +77,7 @@ class Config:
     test_samples: int = 10
     prune_fractions: tuple[float, ...] = (0.0, 0.5, 0.75, 0.95, 0.98)
     prune_thresholds: tuple[float, ...] = (0.5, 0.83, 1.0, 2.0)
+    retrain_epochs: int = 1  # Adam epochs on the pruned posterior-mean net; 0 = no retraining
     train_subset: int = 0  # 0 = every training example
 
     def __post_init__(self) -> None:
@@ -90,6 +93,7 @@ class Config:
         _checks.probability("mixture_pi", self.mixture_pi)
         _checks.at_least("test_samples", self.test_samples, 1)
         _checks.at_least("train_subset", self.train_subset, 0)
+        _checks.at_least("retrain_epochs", self.retrain_epochs, 0)
         for f in self.prune_fractions:
             _checks.probability("prune_fractions", f)
         for t in self.prune_thresholds:
@@ -149,8 +153,42 @@ def _network_error(network: nn.Module, x: Tensor, y: Tensor) -> float:
         return float((network(x).argmax(-1) != y).float().mean())
 
 
-def prune_tables(model: nn.Module, config: Config, x: Tensor, y: Tensor) -> dict[str, list]:
-    """Test error of the pruned posterior-mean network, by fraction and by threshold λ."""
+def retrain_pruned(
+    network: nn.Module,
+    masks: dict[str, Tensor],
+    data: tuple[Tensor, Tensor],
+    config: Config,
+    generator: torch.Generator,
+) -> nn.Module:
+    """A copy of the plain ``network`` trained ``config.retrain_epochs`` epochs with Adam on the
+    cross-entropy while its pruned weights are held at zero (Graves 2011 §7: retraining after
+    pruning)."""
+    network = copy.deepcopy(network).train()
+    handles = hold_masks(network, masks)
+    optimizer = torch.optim.Adam(network.parameters(), lr=config.lr)
+    x, y = data
+    for _ in range(config.retrain_epochs):
+        for batch in torch.randperm(len(x), generator=generator).split(config.batch_size):
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(network(x[batch]), y[batch])
+            check_finite(loss, 0)
+            loss.backward()
+            optimizer.step()
+    for handle in handles:
+        handle.remove()
+    return network.eval()
+
+
+def prune_tables(
+    model: nn.Module,
+    config: Config,
+    test: tuple[Tensor, Tensor],
+    train: tuple[Tensor, Tensor] | None = None,
+    generator: torch.Generator | None = None,
+) -> dict[str, list]:
+    """Test error of the pruned posterior-mean network, by fraction and by threshold λ; with
+    ``train`` and ``config.retrain_epochs`` > 0 also after retraining each pruned network."""
+    x, y = test
     snr = signal_to_noise(model)
     network = VariationalPosterior(model).network
     dense_bytes = sum(p.numel() * p.element_size() for p in network.parameters())
@@ -166,16 +204,18 @@ def prune_tables(model: nn.Module, config: Config, x: Tensor, y: Tensor) -> dict
                 m.storage_bytes() if isinstance(m, SparseLinear) else 0 for m in sparse.modules()
             )
             report = pruning_report(model, masks)
-            rows[kind].append(
-                {
-                    kind: value,
-                    "removed": 1.0 - report["kept_fraction"],
-                    "kept": report["kept"],
-                    "test_error": _network_error(sparse, x, y),
-                    "bits_per_kept_weight": report["bits_per_kept_weight"],
-                    "stored_fraction_of_dense": stored / dense_bytes,
-                }
-            )
+            row = {
+                kind: value,
+                "removed": 1.0 - report["kept_fraction"],
+                "kept": report["kept"],
+                "test_error": _network_error(sparse, x, y),
+                "bits_per_kept_weight": report["bits_per_kept_weight"],
+                "stored_fraction_of_dense": stored / dense_bytes,
+            }
+            if train is not None and config.retrain_epochs:
+                retrained = retrain_pruned(network, masks, train, config, generator)
+                row["retrained_test_error"] = _network_error(sparsify(retrained, masks), x, y)
+            rows[kind].append(row)
     return rows
 
 
@@ -218,7 +258,9 @@ def run(config: Config, out: str | Path, name: str = "mnist-bbb") -> Result:
                         model, nll, len(x), data.num_classes
                     ).as_dict()
                     start = time.perf_counter()
-                    scores["pruning"] = prune_tables(model, config, x_test, y_test)
+                    scores["pruning"] = prune_tables(
+                        model, config, (x_test, y_test), (x, y), generator
+                    )
                     timings[f"{method}_w{width}_prune_s"] = time.perf_counter() - start
                 metrics[method][str(width)] = scores
     plot = out_dir / "mnist_bbb.png"
@@ -291,12 +333,13 @@ def _report(result: Result) -> str:
         f"{c['train_examples']} examples. Test error % at the posterior mean (MC average of "
         f"{c['test_samples']} samples).",
         "",
-        "| method | " + " | ".join(f"w={w}" for w in widths) + " |",
-        "|---|" + "---|" * len(widths),
+        "| method | " + " | ".join(f"w={w} | train s" for w in widths) + " |",
+        "|---|" + "---|---|" * len(widths),
     ]
     for method, by_width in result.metrics.items():
         cells = [
-            f"{100 * by_width[w]['mean_error']:.2f} ({100 * by_width[w]['mc_error']:.2f})"
+            f"{100 * by_width[w]['mean_error']:.2f} ({100 * by_width[w]['mc_error']:.2f}) "
+            f"| {result.timings[f'{method}_w{w}_train_s']:.0f}"
             for w in widths
         ]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
@@ -311,20 +354,33 @@ def _report(result: Result) -> str:
                 f"{dl['complexity_bits']:.0f} bits; {dl['bits_per_weight']:.3f} bits/weight; "
                 f"compression ratio {dl['compression_ratio']:.3f}.",
                 "",
-                "| removed by SNR | test error % | bits / kept weight | stored (of dense) |",
-                "|---|---|---|---|",
+                f"Retrained: {c['retrain_epochs']} Adam epoch(s) on the pruned posterior-mean "
+                "network with the pruned weights held at zero.",
+                "",
+                "| removed by SNR | test error % | retrained | bits / kept weight "
+                "| stored (of dense) |",
+                "|---|---|---|---|---|",
             ]
             for row in scores["pruning"]["fraction"]:
                 lines.append(
                     f"| {100 * row['removed']:.0f} % | {100 * row['test_error']:.2f} "
-                    f"| {row['bits_per_kept_weight']:.3f} "
+                    f"| {_retrained(row)} | {row['bits_per_kept_weight']:.3f} "
                     f"| {100 * row['stored_fraction_of_dense']:.1f} % |"
                 )
-            lines += ["", "| λ (removed if SNR < λ) | removed | test error % |", "|---|---|---|"]
+            lines += [
+                "",
+                "| λ (removed if SNR < λ) | removed | test error % | retrained |",
+                "|---|---|---|---|",
+            ]
             for row in scores["pruning"]["threshold"]:
                 lines.append(
                     f"| {row['threshold']} | {100 * row['removed']:.1f} % "
-                    f"| {100 * row['test_error']:.2f} |"
+                    f"| {100 * row['test_error']:.2f} | {_retrained(row)} |"
                 )
             lines.append("")
     return "\n".join(lines)
+
+
+def _retrained(row: dict) -> str:
+    error = row.get("retrained_test_error")
+    return "–" if error is None else f"{100 * error:.2f}"

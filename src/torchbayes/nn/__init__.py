@@ -9,11 +9,15 @@ from .convert import (
     to_deterministic,
 )
 from .layers import ESTIMATORS, BayesConv2d, BayesianLayer, BayesLinear, PosteriorFactory
+from .recurrent import RECURRENT_ESTIMATORS, BayesEmbedding, BayesRNN
 
 __all__ = [
     "ESTIMATORS",
+    "RECURRENT_ESTIMATORS",
     "BayesConv2d",
+    "BayesEmbedding",
     "BayesLinear",
+    "BayesRNN",
     "BayesianLayer",
     "PosteriorFactory",
     "bayesian_layers",

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from ..priors import Prior
 from ..variational import DiagonalGaussian
 from .layers import BayesConv2d, BayesianLayer, BayesLinear, PosteriorFactory
+from .recurrent import BayesEmbedding, BayesRNN
 
 __all__ = [
     "bayesian_layers",
@@ -84,6 +85,10 @@ def _convert(
             estimator=estimator,
             init_from=module,
         )
+    if isinstance(module, nn.RNNBase):
+        return BayesRNN(module, prior=prior, posterior=posterior, estimator=estimator)
+    if isinstance(module, nn.Embedding):
+        return BayesEmbedding(module, prior=prior, posterior=posterior, estimator=estimator)
     return module
 
 
@@ -103,7 +108,9 @@ def to_bayesian(
     inplace: bool = False,
     estimator: str = "reparameterize",
 ) -> nn.Module:
-    """Replace every ``nn.Linear``/``nn.Conv2d`` by its Bayesian twin.
+    """Replace every ``nn.Linear``/``nn.Conv2d``/``nn.Embedding``/``nn.LSTM``/``nn.GRU``/``nn.RNN``
+    by its Bayesian twin (embedding and recurrent layers take only the "reparameterize" and
+    "mean" estimators).
 
     The current weights become the posterior means, so a trained network can be made
     Bayesian and fine-tuned. All converted layers share the one ``prior`` module and use
