@@ -42,3 +42,22 @@ def test_sentence_classifier_ignores_padding():
     alone = torch.cat([model(ids[:1, :3], lengths[:1]), model(ids[1:, :2], lengths[1:])])
     torch.testing.assert_close(padded, alone)
     assert padded.shape == (2, 3)
+
+
+def test_gal_dropout_models_use_the_time_loop_in_training_only():
+    from torchbayes.models import SentenceClassifier
+    from torchbayes.nn import GalDropoutRNN
+
+    torch.manual_seed(0)
+    model = SentenceClassifier(20, 3, embed=5, hidden=6, dropout=0.5, dropout_kind="gal")
+    assert isinstance(model.rnn, GalDropoutRNN)
+    ids, lengths = torch.tensor([[4, 7, 9], [3, 2, 0]]), torch.tensor([3, 2])
+    model.train()
+    assert not torch.equal(model(ids, lengths), model(ids, lengths))
+    model.eval()
+    torch.testing.assert_close(model(ids, lengths), model(ids, lengths))
+    lm = CharRNN(vocab_size=7, hidden=4, layers=2, dropout=0.3, dropout_kind="gal").train()
+    logits, (h, c) = lm(torch.randint(0, 7, (2, 5)))
+    assert logits.shape == (2, 5, 7) and h.shape == c.shape == (2, 2, 4)
+    with pytest.raises(ValueError, match="dropout_kind"):
+        CharRNN(5, dropout_kind="zoneout")

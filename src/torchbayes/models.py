@@ -9,8 +9,10 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from . import _checks
+from .nn.rnn_dropout import GalDropoutRNN
 
 __all__ = [
+    "DROPOUT_KINDS",
     "RECURRENT_CELLS",
     "CharRNN",
     "SentenceClassifier",
@@ -20,6 +22,7 @@ __all__ = [
 ]
 
 RECURRENT_CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}
+DROPOUT_KINDS: tuple[str, ...] = ("naive", "gal")
 
 
 def mlp(
@@ -89,8 +92,11 @@ class CharRNN(nn.Module):
     recurrent layers and a decoding layer, all of whose weights an SG-MCMC sampler moves.
 
     ``cell`` is ``"lstm"``, ``"gru"`` or ``"rnn"`` (tanh), using PyTorch's fused kernels.
-    ``dropout`` is Zaremba et al.'s naive dropout: on the non-recurrent connections only (the
-    embedding output, between layers, before the decoder). ``forward(inputs, state)`` maps
+    ``dropout`` with ``dropout_kind="naive"`` is Zaremba et al.'s dropout: fresh masks on the
+    non-recurrent connections only (the embedding output, between layers, before the
+    decoder); ``"gal"`` is Gal & Ghahramani's: one mask per sequence on every layer's input and
+    recurrent state, shared over time (:class:`~torchbayes.nn.GalDropoutRNN`; a time loop in
+    training). ``forward(inputs, state)`` maps
     (batch, time) ids to (batch, time, vocab) logits and the final state, so a caller can
     carry the state from one window of a stream to the next.
     """
@@ -102,25 +108,38 @@ class CharRNN(nn.Module):
         layers: int = 2,
         cell: str = "lstm",
         dropout: float = 0.0,
+        dropout_kind: str = "naive",
     ) -> None:
         super().__init__()
         _checks.at_least("vocab_size", vocab_size, 2)
         _checks.at_least("hidden", hidden, 1)
         _checks.at_least("layers", layers, 1)
         _checks.one_of("cell", cell, tuple(RECURRENT_CELLS))
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got dropout={dropout!r}")
+        _check_dropout(dropout, dropout_kind)
         self.cell = cell
         self.encoder = nn.Embedding(vocab_size, hidden)
-        self.rnn = RECURRENT_CELLS[cell](
-            hidden, hidden, layers, batch_first=True, dropout=dropout if layers > 1 else 0.0
-        )
+        gal = dropout_kind == "gal"
+        between = dropout if layers > 1 and not gal else 0.0
+        self.rnn = RECURRENT_CELLS[cell](hidden, hidden, layers, batch_first=True, dropout=between)
+        if gal:
+            self.rnn = GalDropoutRNN(self.rnn, dropout, dropout)
+        self.input_dropout = nn.Dropout(0.0 if gal else dropout)
         self.dropout = nn.Dropout(dropout)
         self.decoder = nn.Linear(hidden, vocab_size)
 
     def forward(self, inputs: Tensor, state: Tensor | tuple[Tensor, Tensor] | None = None):
-        outputs, state = self.rnn(self.dropout(self.encoder(inputs)), state)
+        words = self.input_dropout(self.encoder(inputs))
+        if isinstance(self.rnn, GalDropoutRNN):
+            outputs, state = self.rnn(words, state=state)
+        else:
+            outputs, state = self.rnn(words, state)
         return self.decoder(self.dropout(outputs)), state
+
+
+def _check_dropout(dropout: float, kind: str) -> None:
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must lie in [0, 1), got dropout={dropout!r}")
+    _checks.one_of("dropout_kind", kind, DROPOUT_KINDS)
 
 
 def detach_state(state):
@@ -137,8 +156,10 @@ class SentenceClassifier(nn.Module):
     hidden state of each direction, concatenated → linear classifier.
 
     Padded batches are packed (``lengths``), so padding never enters the recurrence and the
-    backward direction starts at each sentence's true last word. ``dropout`` (naive, as
-    Zaremba) applies to the embedded words and to the sentence vector.
+    backward direction starts at each sentence's true last word. ``dropout`` applies to the
+    sentence vector and, with ``dropout_kind="naive"`` (Zaremba), to each embedded word
+    independently; ``"gal"`` instead drops embedding dimensions and recurrent units with one
+    mask per sentence shared over its words (:class:`~torchbayes.nn.GalDropoutRNN`).
     """
 
     def __init__(
@@ -150,6 +171,7 @@ class SentenceClassifier(nn.Module):
         cell: str = "lstm",
         bidirectional: bool = True,
         dropout: float = 0.0,
+        dropout_kind: str = "naive",
     ) -> None:
         super().__init__()
         _checks.at_least("vocab_size", vocab_size, 2)
@@ -157,20 +179,28 @@ class SentenceClassifier(nn.Module):
         _checks.at_least("embed", embed, 1)
         _checks.at_least("hidden", hidden, 1)
         _checks.one_of("cell", cell, tuple(RECURRENT_CELLS))
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got dropout={dropout!r}")
+        _check_dropout(dropout, dropout_kind)
         self.cell = cell
         self.encoder = nn.Embedding(vocab_size, embed, padding_idx=0)
         self.rnn = RECURRENT_CELLS[cell](
             embed, hidden, batch_first=True, bidirectional=bidirectional
         )
+        gal = dropout_kind == "gal"
+        if gal:
+            self.rnn = GalDropoutRNN(self.rnn, dropout, dropout)
+        self.word_dropout = nn.Dropout(0.0 if gal else dropout)
         self.dropout = nn.Dropout(dropout)
         self.decoder = nn.Linear(hidden * (2 if bidirectional else 1), num_classes)
 
     def forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
-        words = self.dropout(self.encoder(ids))
-        packed = pack_padded_sequence(words, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        _, state = self.rnn(packed)
+        words = self.word_dropout(self.encoder(ids))
+        if isinstance(self.rnn, GalDropoutRNN):
+            _, state = self.rnn(words, lengths)
+        else:
+            packed = pack_padded_sequence(
+                words, lengths.cpu(), batch_first=True, enforce_sorted=False
+            )
+            _, state = self.rnn(packed)
         final = state[0] if isinstance(state, tuple) else state  # LSTM: (h, c)
         directions = 2 if self.rnn.bidirectional else 1
         sentence = torch.cat(list(final[-directions:]), dim=-1)

@@ -10,6 +10,7 @@ from .convert import (
 )
 from .layers import ESTIMATORS, BayesConv2d, BayesianLayer, BayesLinear, PosteriorFactory
 from .recurrent import RECURRENT_ESTIMATORS, BayesEmbedding, BayesRNN
+from .rnn_dropout import GalDropoutRNN
 
 __all__ = [
     "ESTIMATORS",
@@ -19,6 +20,7 @@ __all__ = [
     "BayesLinear",
     "BayesRNN",
     "BayesianLayer",
+    "GalDropoutRNN",
     "PosteriorFactory",
     "bayesian_layers",
     "model_kl",
