@@ -111,3 +111,22 @@ def test_description_length_of_a_model_uses_its_kl_and_weight_count():
         description_length(model, error_nats=float("nan"), num_data=20, num_classes=2)
     with pytest.raises(ValueError, match="num_classes"):
         description_length(model, error_nats=1.0, num_data=20, num_classes=1)
+
+
+def test_finite_guard_names_the_parameter_or_skips_and_counts():
+    from torch import nn
+
+    from torchbayes.vi import FiniteGuard
+
+    net = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+    net(torch.randn(4, 2)).sum().backward()
+    loss = torch.tensor(1.0)
+    assert FiniteGuard(net)(loss, 3)
+    net[1].weight.grad[0, 1] = float("inf")
+    with pytest.raises(FloatingPointError, match=r"gradient of '1\.weight' at step 7"):
+        FiniteGuard(net)(loss, 7)
+    with pytest.raises(FloatingPointError, match="loss nan at step 2"):
+        FiniteGuard(net)(torch.tensor(float("nan")), 2)
+    guard = FiniteGuard(net, skip=True)
+    assert not guard(loss, 8) and guard.skipped == 1
+    assert all(p.grad is None for p in net.parameters())  # nothing for the optimizer to apply

@@ -32,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     run.add_argument("--quick", action="store_true", help="the small preset used by CI")
     run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run from the checkpoints in --out (char-lm, sentence)",
+    )
+    run.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -87,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = EXPERIMENTS[args.experiment]
     try:
         overrides = {"seed": args.seed, **config_overrides(module.Config, args.overrides)}
+        if args.resume:
+            if "resume" not in {f.name for f in dataclasses.fields(module.Config)}:
+                raise ValueError(f"--resume: {args.experiment} does not write checkpoints")
+            overrides["resume"] = True
         config = module.Config.quick(**overrides) if args.quick else module.Config(**overrides)
     except ValueError as err:
         print(f"torchbayes run {args.experiment}: {err}", file=sys.stderr)

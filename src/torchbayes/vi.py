@@ -35,6 +35,7 @@ from .nn.convert import bayesian_layers, model_kl
 __all__ = [
     "SCHEDULES",
     "DescriptionLength",
+    "FiniteGuard",
     "FreeEnergy",
     "FreeEnergyTerms",
     "check_finite",
@@ -82,6 +83,41 @@ def check_finite(loss: Tensor, step: int) -> None:
     """Stop training loudly on a non-finite loss instead of corrupting the parameters."""
     if not torch.isfinite(loss).all():
         raise FloatingPointError(f"non-finite loss {float(loss)!r} at step {step}")
+
+
+class FiniteGuard:
+    """Checks a step's loss and gradients before the optimizer or sampler takes it.
+
+    Call after ``backward()``: ``if guard(loss, step): optimizer.step()``. A non-finite loss,
+    or a non-finite gradient of any parameter of ``model`` (one fused norm over all of them,
+    one device sync), raises ``FloatingPointError`` naming the step and the first such
+    parameter by name — or, with ``skip=True``, drops the gradients, counts the step in
+    ``skipped`` and returns ``False`` so the caller leaves the parameters untouched.
+    """
+
+    def __init__(self, model: nn.Module, skip: bool = False) -> None:
+        self.named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.skip, self.skipped = skip, 0
+
+    def __call__(self, loss: Tensor, step: int) -> bool:
+        problem = None
+        if not torch.isfinite(loss).all():
+            problem = f"non-finite loss {float(loss)!r} at step {step}"
+        else:
+            with_grad = [(n, p.grad) for n, p in self.named if p.grad is not None]
+            if with_grad:
+                norms = torch.stack(torch._foreach_norm([g for _, g in with_grad]))
+                if not bool(torch.isfinite(norms).all()):
+                    bad = int((~torch.isfinite(norms)).nonzero()[0])
+                    problem = f"non-finite gradient of {with_grad[bad][0]!r} at step {step}"
+        if problem is None:
+            return True
+        if not self.skip:
+            raise FloatingPointError(problem)
+        for _, p in self.named:
+            p.grad = None
+        self.skipped += 1
+        return False
 
 
 class FreeEnergy:

@@ -22,6 +22,7 @@ Writes ``char_lm.png``, ``result.json`` and ``report.md``.
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -32,11 +33,12 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
+from ..checkpoint import Checkpoint
 from ..collect import SELECTIONS, Collector
 from ..data import CharCorpus, load_text, random_windows, stream_batches
 from ..data.text import CORPORA
 from ..models import RECURRENT_CELLS, CharRNN, detach_state
-from ..vi import check_finite
+from ..vi import FiniteGuard
 from ._optim import rmsprop_or_psgld
 from ._result import Result, prepare_output, write_result
 
@@ -67,6 +69,10 @@ class Config:
     scheme: str = "stream"
     train_chars: int = 0  # 0 = the whole training split
     test_chars: int = 0  # 0 = the whole test split
+    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
+    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
+    skip_non_finite: bool = False  # skip (and count) steps with a non-finite loss or gradient
+    keep_checkpoints: bool = False  # keep OUT/checkpoints (states and samples) after the run
 
     def __post_init__(self) -> None:
         _checks.one_of("corpus", self.corpus, tuple(CORPORA))
@@ -86,6 +92,7 @@ class Config:
             _checks.positive(name, getattr(self, name))
         _checks.at_least("train_chars", self.train_chars, 0)
         _checks.at_least("test_chars", self.test_chars, 0)
+        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
 
     @classmethod
     def quick(cls, **overrides) -> Config:
@@ -116,10 +123,19 @@ def steps_per_epoch(num_chars: int, config: Config) -> int:
 
 
 def train(
-    model: CharRNN, method: str, ids: Tensor, config: Config, generator: torch.Generator
+    model: CharRNN,
+    method: str,
+    ids: Tensor,
+    config: Config,
+    generator: torch.Generator,
+    checkpoint: Path | None = None,
 ) -> tuple[Collector, float]:
     """Train ``model`` with ``method``; returns the collector of kept parameter sets and the
-    seconds spent in the training loop."""
+    seconds spent in the training loop.
+
+    With ``checkpoint`` (a file path) the run is saved every ``config.checkpoint_every``
+    epochs and at the end, its samples kept as files beside it; with ``config.resume`` it
+    continues from there (a finished run is only reloaded)."""
     num_data = len(ids) - 1  # every character but the first is a target
     optimizer = rmsprop_or_psgld(
         method,
@@ -135,10 +151,20 @@ def train(
         model,
         burn_in=config.burn_in_epochs * per_epoch,
         thin=Collector.epochs(config.thin_epochs, per_epoch),
+        directory=checkpoint.with_suffix(".samples") if checkpoint else None,
     )
+    saver, first_epoch, done = None, 0, {}
+    if checkpoint is not None:
+        objects = {"model": model, "optimizer": optimizer, "collector": collector}
+        saver = Checkpoint(checkpoint, {**objects, "generator": generator}, config.checkpoint_every)
+        if config.resume:
+            first_epoch, done = saver.restore()
+    guard = FiniteGuard(model, skip=config.skip_non_finite)
+    guard.skipped = done.get("skipped", 0)
     model.train()
-    step, start = 0, time.perf_counter()
-    for _ in tqdm(range(config.epochs), desc=f"{model.cell} {method}", leave=False):
+    step, start = first_epoch * per_epoch, time.perf_counter() - done.get("seconds", 0.0)
+    epochs = range(first_epoch, config.epochs)
+    for epoch in tqdm(epochs, desc=f"{model.cell} {method}", leave=False):
         state = None
         for inputs, targets in _windows(ids, config, generator):
             if config.scheme == "random":
@@ -147,13 +173,17 @@ def train(
             logits, state = model(inputs, state)
             state = detach_state(state)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-            check_finite(loss, step)
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), config.clip)
-            optimizer.step()
+            if guard(loss, step):
+                nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+                optimizer.step()
             collector.step()
             step += 1
-    return collector, time.perf_counter() - start
+        if saver is not None:
+            seconds = time.perf_counter() - start
+            final = epoch + 1 == config.epochs
+            saver.step(epoch + 1, final=final, seconds=seconds, skipped=guard.skipped)
+    return collector, time.perf_counter() - start, guard.skipped
 
 
 @torch.no_grad()
@@ -201,7 +231,10 @@ def run(config: Config, out: str | Path) -> Result:
                 torch.manual_seed(config.seed)  # the same initial network for both methods
                 model = CharRNN(corpus.vocab_size, config.hidden, config.layers, cell)
                 generator = torch.Generator().manual_seed(config.seed * 1000 + i)
-                collector, seconds = train(model, method, train_ids, config, generator)
+                saved = out_dir / "checkpoints" / f"{cell}-{method}.pt"
+                collector, seconds, skipped = train(
+                    model, method, train_ids, config, generator, saved
+                )
                 timings[f"{cell}_{method}_train_s"] = seconds
                 start = time.perf_counter()
                 last = test_log_probs(model, dict(model.named_parameters()), test_ids, config)
@@ -215,6 +248,7 @@ def run(config: Config, out: str | Path) -> Result:
                     "last_cross_entropy": float(-last.mean()),
                     "averaged_cross_entropy": averaged_cross_entropy(kept, every),
                     "samples": len(kept),
+                    "skipped_steps": skipped,
                     "sample_perplexity": [math.exp(c) for c in per_sample],
                     "averaged_perplexity": selection_curves(kept, collector),
                 }
@@ -234,6 +268,8 @@ def run(config: Config, out: str | Path) -> Result:
     )
     result.report = _report(result)
     write_result(result, out_dir)
+    if not config.keep_checkpoints:
+        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
     return result
 
 

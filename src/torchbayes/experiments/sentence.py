@@ -28,6 +28,7 @@ Writes ``sentence.png``, ``result.json`` and ``report.md``.
 from __future__ import annotations
 
 import math
+import shutil
 import statistics
 import time
 from dataclasses import asdict, dataclass, replace
@@ -39,10 +40,11 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
+from ..checkpoint import Checkpoint
 from ..collect import Collector
 from ..data.sentence import SENTENCE_SETS, Vocabulary, cv_folds, load_sentences
 from ..models import SentenceClassifier
-from ..vi import check_finite
+from ..vi import FiniteGuard
 from ._optim import rmsprop_or_psgld
 from ._result import Result, prepare_output, write_result
 
@@ -80,6 +82,10 @@ class Config:
     clip: float = 5.0
     train_subset: int = 0  # 0 = every training sentence
     most_uncertain: int = 8
+    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
+    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
+    skip_non_finite: bool = False  # skip (and count) steps with a non-finite loss or gradient
+    keep_checkpoints: bool = False  # keep OUT/checkpoints (states and samples) after the run
 
     def __post_init__(self) -> None:
         _checks.one_of("dataset", self.dataset, tuple(SENTENCE_SETS))
@@ -99,6 +105,7 @@ class Config:
         for name in ("thin_epochs", "lr", "prior_precision", "clip"):
             _checks.positive(name, getattr(self, name))
         _checks.at_least("train_subset", self.train_subset, 0)
+        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
 
     @classmethod
     def quick(cls, **overrides) -> Config:
@@ -164,8 +171,18 @@ def splits(config: Config) -> list[tuple[int, Split]]:
 
 
 def train(
-    method: str, split: Split, num_classes: int, config: Config, seed: int
+    method: str,
+    split: Split,
+    num_classes: int,
+    config: Config,
+    seed: int,
+    checkpoint: Path | None = None,
 ) -> tuple[SentenceClassifier, Collector, float]:
+    """Train one network with ``method``; returns it, its collector and the training seconds.
+
+    With ``checkpoint`` (a file path) the run is saved every ``config.checkpoint_every``
+    epochs and at the end, its samples kept as files beside it; with ``config.resume`` it
+    continues from there (a finished run is only reloaded)."""
     torch.manual_seed(seed)  # the same initial network for every method
     dropout = config.dropout if method.endswith("dropout") else 0.0
     kind = "gal" if "-gal-" in method else "naive"
@@ -194,21 +211,36 @@ def train(
         model,
         burn_in=config.burn_in_epochs * per_epoch,
         thin=Collector.epochs(config.thin_epochs, per_epoch),
+        directory=checkpoint.with_suffix(".samples") if checkpoint else None,
     )
+    saver, first_epoch, done = None, 0, {}
+    if checkpoint is not None:
+        objects = {"model": model, "optimizer": optimizer, "collector": collector}
+        generators = {"batches": generator, "noise": noise}
+        saver = Checkpoint(checkpoint, {**objects, **generators}, config.checkpoint_every)
+        if config.resume:
+            first_epoch, done = saver.restore()
+    guard = FiniteGuard(model, skip=config.skip_non_finite)
+    guard.skipped = done.get("skipped", 0)
     model.train()
-    step, start = 0, time.perf_counter()
-    for _ in tqdm(range(config.epochs), desc=f"{method} seed {seed}", leave=False):
+    step, start = first_epoch * per_epoch, time.perf_counter() - done.get("seconds", 0.0)
+    epochs = range(first_epoch, config.epochs)
+    for epoch in tqdm(epochs, desc=f"{method} seed {seed}", leave=False):
         for batch in torch.randperm(len(ids), generator=generator).split(config.batch_size):
             optimizer.zero_grad(set_to_none=True)
             width = int(lengths[batch].max())
             loss = F.cross_entropy(model(ids[batch, :width], lengths[batch]), labels[batch])
-            check_finite(loss, step)
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), config.clip)
-            optimizer.step()
+            if guard(loss, step):
+                nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+                optimizer.step()
             collector.step()
             step += 1
-    return model, collector, time.perf_counter() - start
+        if saver is not None:
+            seconds = time.perf_counter() - start
+            final = epoch + 1 == config.epochs
+            saver.step(epoch + 1, final=final, seconds=seconds, skipped=guard.skipped)
+    return model, collector, time.perf_counter() - start, guard.skipped
 
 
 @torch.no_grad()
@@ -242,7 +274,10 @@ def run(config: Config, out: str | Path) -> Result:
         for run_index, (seed, split) in enumerate(runs):
             labels = split.test[2]
             for method in config.methods:
-                model, collector, seconds = train(method, split, data_classes, config, seed)
+                saved = out_dir / "checkpoints" / f"{method}-run{run_index}.pt"
+                model, collector, seconds, skipped = train(
+                    method, split, data_classes, config, seed, saved
+                )
                 timings[f"{method}_run{run_index}_train_s"] = seconds
                 last = test_probs(model, [dict(model.named_parameters())], split)[0]
                 probs = test_probs(model, collector.samples(), split)
@@ -252,6 +287,7 @@ def run(config: Config, out: str | Path) -> Result:
                     "last_error": _error(last, labels),
                     "averaged_error": _error(average, labels),
                     "samples": len(probs),
+                    "skipped_steps": skipped,
                 })  # fmt: skip
                 if run_index == 0:
                     running = probs.cumsum(0) / torch.arange(1, len(probs) + 1).view(-1, 1, 1)
@@ -291,6 +327,8 @@ def run(config: Config, out: str | Path) -> Result:
     )
     result.report = _report(result)
     write_result(result, out_dir)
+    if not config.keep_checkpoints:
+        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
     return result
 
 
