@@ -294,3 +294,23 @@ def test_run_sentence_end_to_end(tmp_path, dataset):
     assert rows and all(0.0 <= r["probability_mean"] <= 1.0 for r in rows)
     assert (out / "sentence.png").stat().st_size > 10_000
     assert "Tables 6–7" in (out / "report.md").read_text()
+
+
+def test_run_word_lm_end_to_end_on_a_corpus_in_ptb_format(tmp_path):
+    from test_data import _ptb_like
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    _ptb_like(corpus, (("train", 3000), ("valid", 20), ("test", 300)))
+    out = tmp_path / "out"
+    args = ["run", "word-lm", "--quick", "--out", str(out), "--set", f"data_folder={corpus}"]
+    assert main([*args, "--set", "methods=sgd,sgld-dropout", "--set", "test_words=2000"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    vocab = result["config"]["vocab_size"]
+    for scheme in ("stream", "random"):
+        for method in ("sgd", "sgld-dropout"):
+            m = result["metrics"][scheme][method]
+            assert m["samples"] >= 2 and m["averaged_perplexity"] < vocab  # it learned something
+            assert len(m["averaged_perplexity_curves"]["thinned"]) == m["samples"]
+    assert (out / "word_lm.png").stat().st_size > 10_000
+    assert "Table 4" in (out / "report.md").read_text()

@@ -198,3 +198,41 @@ def test_cv_sets_read_every_line_even_with_stray_nel_bytes():
     assert {len(f) for f in folds} <= {1066, 1067}
     with pytest.raises(ValueError, match="folds"):
         cv_folds(5, 6)
+
+
+def _ptb_like(folder, lines=(("train", 400), ("valid", 20), ("test", 60))):
+    """A corpus in PTB's format: space-separated words, one sentence per line."""
+    import random
+
+    rng = random.Random(0)
+    words = ["the", "cat", "sat", "on", "mat", "<unk>", "N"]
+    for split, n in lines:
+        text = "".join(" " + " ".join(rng.choices(words, k=6)) + " \n" for _ in range(n))
+        (folder / f"ptb.{split}.txt").write_text(text)
+    return folder
+
+
+def test_ptb_reader_ends_lines_in_eos_and_orders_the_vocabulary_by_count(tmp_path):
+    from torchbayes.data import load_ptb
+
+    corpus = load_ptb(folder=str(_ptb_like(tmp_path)))
+    assert len(corpus.train) == 400 * 7 and len(corpus.test) == 60 * 7
+    assert corpus.vocab[0] == "<eos>"  # one per line: the most frequent word
+    counts = torch.bincount(corpus.train, minlength=corpus.vocab_size)
+    assert bool((counts[:-1] >= counts[1:]).all())
+    assert corpus.decode(corpus.train[:7]).endswith("<eos>")
+
+
+def test_ptb_checks_its_md5_and_names_missing_files(tmp_path, monkeypatch):
+    from torchbayes.data import load_ptb
+
+    monkeypatch.setenv("TORCHBAYES_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"ptb/ptb\.train\.txt"):
+        load_ptb(download=False)
+    (tmp_path / "ptb").mkdir()
+    _ptb_like(tmp_path / "ptb")
+    with pytest.raises(ValueError, match=r"ptb\.train\.txt fails its checksum: MD5"):
+        load_ptb(download=False)
+    (tmp_path / "ptb" / "ptb.valid.txt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"ptb\.valid\.txt"):
+        load_ptb(folder=str(tmp_path / "ptb"))

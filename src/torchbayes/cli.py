@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--resume",
         action="store_true",
-        help="continue an interrupted run from the checkpoints in --out (char-lm, sentence)",
+        help="continue an interrupted run from its checkpoints in --out (char-lm, sentence, "
+        "word-lm)",
     )
     run.add_argument(
         "--set",

@@ -4,7 +4,15 @@ from ._files import data_root, fetch
 from .digits import load_digits
 from .images import IMAGE_DATASETS, ImageData, load_images
 from .mushroom import Mushroom, load_mushroom
-from .text import CORPORA, CharCorpus, load_text, random_windows, stream_batches
+from .text import (
+    CORPORA,
+    CharCorpus,
+    WordCorpus,
+    load_ptb,
+    load_text,
+    random_windows,
+    stream_batches,
+)
 
 __all__ = [
     "CORPORA",
@@ -12,11 +20,13 @@ __all__ = [
     "CharCorpus",
     "ImageData",
     "Mushroom",
+    "WordCorpus",
     "data_root",
     "fetch",
     "load_digits",
     "load_images",
     "load_mushroom",
+    "load_ptb",
     "load_text",
     "random_windows",
     "stream_batches",

@@ -37,12 +37,18 @@ def sha256_of(path: Path, decompressed: bool = False) -> str:
 
 
 def _check(path: Path, sha256: str, decompressed: bool = False) -> Path:
+    """``sha256`` is a hex SHA-256, or ``"md5:<hex>"`` where only an MD5 is published."""
+    algorithm = "md5" if sha256.startswith("md5:") else "sha256"
     try:
-        actual = sha256_of(path, decompressed)
+        if algorithm == "md5":
+            actual = "md5:" + hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
+        else:
+            actual = sha256_of(path, decompressed)
     except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
         raise ValueError(f"data file {path} cannot be read ({err}); delete it") from err
     if actual != sha256:
-        what = "decompressed SHA-256" if decompressed else "SHA-256"
+        what = "MD5" if algorithm == "md5" else "SHA-256"
+        what = f"decompressed {what}" if decompressed else what
         raise ValueError(
             f"data file {path} fails its checksum: {what} {actual}, expected {sha256}; "
             "delete it to download it again"

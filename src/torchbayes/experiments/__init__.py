@@ -16,6 +16,7 @@ from . import (
     ood,
     regression,
     sentence,
+    word_lm,
 )
 from ._result import Result
 
@@ -31,6 +32,7 @@ EXPERIMENTS = {
     "ood": ood,
     "regression": regression,
     "sentence": sentence,
+    "word-lm": word_lm,
 }
 
 __all__ = ["EXPERIMENTS", "Result"]

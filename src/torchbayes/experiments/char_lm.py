@@ -110,43 +110,40 @@ class Config:
         return replace(base, **overrides)
 
 
-def _windows(ids: Tensor, config: Config, generator: torch.Generator):
-    if config.scheme == "stream":
+def _windows(ids: Tensor, config: Config, generator: torch.Generator, scheme: str):
+    if scheme == "stream":
         return stream_batches(ids, config.batch_size, config.seq_len)
     return random_windows(ids, config.batch_size, config.seq_len, generator)
 
 
-def steps_per_epoch(num_chars: int, config: Config) -> int:
-    if config.scheme == "stream":
+def steps_per_epoch(num_chars: int, config: Config, scheme: str | None = None) -> int:
+    if (scheme or config.scheme) == "stream":
         return math.ceil(((num_chars - 1) // config.batch_size) / config.seq_len)
     return max(1, (num_chars - 1) // (config.batch_size * config.seq_len))
 
 
 def train(
     model: CharRNN,
-    method: str,
+    optimizer: torch.optim.Optimizer,
     ids: Tensor,
     config: Config,
     generator: torch.Generator,
     checkpoint: Path | None = None,
-) -> tuple[Collector, float]:
-    """Train ``model`` with ``method``; returns the collector of kept parameter sets and the
-    seconds spent in the training loop.
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    desc: str = "",
+    scheme: str | None = None,
+) -> tuple[Collector, float, int]:
+    """Train ``model`` on the token stream ``ids`` with ``optimizer`` (an optimizer or an
+    SG-MCMC sampler; ``scheduler`` stepped once per epoch). Returns the collector of kept
+    parameter sets, the seconds spent in the training loop and the skipped steps.
 
-    With ``checkpoint`` (a file path) the run is saved every ``config.checkpoint_every``
-    epochs and at the end, its samples kept as files beside it; with ``config.resume`` it
-    continues from there (a finished run is only reloaded)."""
-    num_data = len(ids) - 1  # every character but the first is a target
-    optimizer = rmsprop_or_psgld(
-        method,
-        model.parameters(),
-        lr=config.lr,
-        alpha=config.alpha,
-        num_data=num_data,
-        prior_precision=config.prior_precision,
-        generator=generator,
-    )
-    per_epoch = steps_per_epoch(len(ids), config)
+    ``config`` needs the fields of :class:`Config` used here (the word model shares this
+    loop); ``scheme`` overrides ``config.scheme``. With ``checkpoint`` (a file path) the run
+    is saved every ``config.checkpoint_every`` epochs and at the end, its samples kept as
+    files beside it; with ``config.resume`` it continues from there (a finished run is only
+    reloaded)."""
+    scheme = scheme or config.scheme
+    per_epoch = steps_per_epoch(len(ids), config, scheme)
     collector = Collector(
         model,
         burn_in=config.burn_in_epochs * per_epoch,
@@ -156,6 +153,8 @@ def train(
     saver, first_epoch, done = None, 0, {}
     if checkpoint is not None:
         objects = {"model": model, "optimizer": optimizer, "collector": collector}
+        if scheduler is not None:
+            objects["scheduler"] = scheduler
         saver = Checkpoint(checkpoint, {**objects, "generator": generator}, config.checkpoint_every)
         if config.resume:
             first_epoch, done = saver.restore()
@@ -164,10 +163,10 @@ def train(
     model.train()
     step, start = first_epoch * per_epoch, time.perf_counter() - done.get("seconds", 0.0)
     epochs = range(first_epoch, config.epochs)
-    for epoch in tqdm(epochs, desc=f"{model.cell} {method}", leave=False):
+    for epoch in tqdm(epochs, desc=desc, leave=False):
         state = None
-        for inputs, targets in _windows(ids, config, generator):
-            if config.scheme == "random":
+        for inputs, targets in _windows(ids, config, generator, scheme):
+            if scheme == "random":
                 state = None
             optimizer.zero_grad(set_to_none=True)
             logits, state = model(inputs, state)
@@ -179,6 +178,8 @@ def train(
                 optimizer.step()
             collector.step()
             step += 1
+        if scheduler is not None:
+            scheduler.step()
         if saver is not None:
             seconds = time.perf_counter() - start
             final = epoch + 1 == config.epochs
@@ -232,8 +233,17 @@ def run(config: Config, out: str | Path) -> Result:
                 model = CharRNN(corpus.vocab_size, config.hidden, config.layers, cell)
                 generator = torch.Generator().manual_seed(config.seed * 1000 + i)
                 saved = out_dir / "checkpoints" / f"{cell}-{method}.pt"
+                optimizer = rmsprop_or_psgld(
+                    method,
+                    model.parameters(),
+                    lr=config.lr,
+                    alpha=config.alpha,
+                    num_data=len(train_ids) - 1,  # every character but the first is a target
+                    prior_precision=config.prior_precision,
+                    generator=generator,
+                )
                 collector, seconds, skipped = train(
-                    model, method, train_ids, config, generator, saved
+                    model, optimizer, train_ids, config, generator, saved, desc=f"{cell} {method}"
                 )
                 timings[f"{cell}_{method}_train_s"] = seconds
                 start = time.perf_counter()
