@@ -67,16 +67,26 @@ def test_checkpoint_names_what_it_cannot_hold_or_find(tmp_path):
     assert Checkpoint(tmp_path / "none.pt", {}).restore() == (0, {})
 
 
-def test_char_lm_resumes_after_an_interrupt(tmp_path, monkeypatch):
-    args = ["run", "char-lm", "--quick", "--set", "cells=gru", "--set", "methods=psgld"]
-    args += ["--set", "scheme=random", "--set", "epochs=4"]
+@pytest.mark.parametrize(
+    ("experiment", "settings", "stop_at"),
+    [
+        ("char-lm", ["cells=gru", "methods=psgld", "scheme=random", "epochs=4"], 2),
+        ("mnist-bbb", ["methods=bbb-mixture", "epochs=3", "train_subset=1500"], 1),
+        ("mnist-graves", ["rows=adaptive/adaptive-gaussian", "epochs=3", "train_subset=1500"], 2),
+        ("mnist-vd", ["methods=vd-b", "epochs=3", "train_subset=1500"], 2),
+    ],
+)
+def test_an_interrupted_run_resumes_to_the_same_numbers(
+    tmp_path, monkeypatch, experiment, settings, stop_at
+):
+    args = ["run", experiment, "--quick"] + [a for s in settings for a in ("--set", s)]
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0
     real_save = Checkpoint.save
 
     def save_then_stop(self, position, **extra):
         real_save(self, position, **extra)
-        if position == 2:
-            raise KeyboardInterrupt  # as a user's Ctrl-C right after the epoch-2 checkpoint
+        if position == stop_at:
+            raise KeyboardInterrupt  # as a user's Ctrl-C right after this checkpoint
 
     monkeypatch.setattr(Checkpoint, "save", save_then_stop)
     with pytest.raises(KeyboardInterrupt):

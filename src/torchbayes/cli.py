@@ -34,8 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--resume",
         action="store_true",
-        help="continue an interrupted run from its checkpoints in --out (char-lm, sentence, "
-        "word-lm)",
+        help="continue an interrupted run from its checkpoints in --out (char-lm, word-lm, "
+        "sentence, mnist-vd, mnist-bbb, mnist-graves)",
     )
     run.add_argument(
         "--set",

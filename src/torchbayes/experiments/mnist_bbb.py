@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -79,6 +80,9 @@ class Config:
     prune_thresholds: tuple[float, ...] = (0.5, 0.83, 1.0, 2.0)
     retrain_epochs: int = 1  # Adam epochs on the pruned posterior-mean net; 0 = no retraining
     train_subset: int = 0  # 0 = every training example
+    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
+    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
+    keep_checkpoints: bool = False  # keep OUT/checkpoints after the run
 
     def __post_init__(self) -> None:
         _checks.one_of("dataset", self.dataset, IMAGE_DATASETS)
@@ -87,6 +91,7 @@ class Config:
         for w in self.hidden_sizes:
             _checks.at_least("hidden_sizes", w, 1)
         _checks.at_least("epochs", self.epochs, 1)
+        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
         _checks.at_least("batch_size", self.batch_size, 1)
         _checks.positive("lr", self.lr)
         _checks.positive("gaussian_prior_std", self.gaussian_prior_std)
@@ -237,10 +242,21 @@ def run(config: Config, out: str | Path, name: str = "mnist-bbb") -> Result:
                 model = bbb_mlp(method, width, config, x[0].numel())
                 schedule = "blundell" if method in BAYESIAN else "uniform"
                 trainer = Trainer(model, config, len(x), schedule=schedule)
-                curve, seconds = [], 0.0
-                for epoch in range(config.epochs):
-                    seconds += trainer.epochs((x, y), 1, generator, f"{method} w={width} {epoch}")
+                saved = out_dir / "checkpoints" / f"{method}-w{width}.pt"
+                done = trainer.resumable(saved, generator, config.resume, config.checkpoint_every)
+                curve = trainer.history.setdefault("curve", [])
+
+                def record_test_error(model=model, curve=curve) -> None:
                     curve.append(_mean_error(model, x_test, y_test))
+
+                trainer.epochs(
+                    (x, y),
+                    config.epochs - done,
+                    generator,
+                    f"{method} w={width}",
+                    after_epoch=record_test_error,
+                )
+                seconds = trainer.seconds
                 scores = evaluate(model, x_test, y_test, config.test_samples, generator)
                 scores["curve"] = curve
                 timings[f"{method}_w{width}_train_s"] = seconds
@@ -274,6 +290,8 @@ def run(config: Config, out: str | Path, name: str = "mnist-bbb") -> Result:
     )
     result.report = _report(result)
     write_result(result, out_dir)
+    if not config.keep_checkpoints:
+        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
     return result
 
 

@@ -22,6 +22,7 @@ MNIST it runs on Fashion-MNIST and says so. Writes ``result.json`` and ``report.
 from __future__ import annotations
 
 import itertools
+import shutil
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -60,6 +61,9 @@ class Config:
     prior_scale: float = 0.1
     rho_init: float = -5.0
     train_subset: int = 0  # 0 = every training example
+    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
+    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
+    keep_checkpoints: bool = False  # keep OUT/checkpoints after the run
 
     def __post_init__(self) -> None:
         _checks.one_of("dataset", self.dataset, IMAGE_DATASETS)
@@ -72,6 +76,7 @@ class Config:
         _checks.positive("fixed_noise", self.fixed_noise)
         _checks.positive("prior_scale", self.prior_scale)
         _checks.at_least("train_subset", self.train_subset, 0)
+        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
 
     @classmethod
     def quick(cls, **overrides) -> Config:
@@ -122,7 +127,10 @@ def run(config: Config, out: str | Path) -> Result:
             generator = torch.Generator().manual_seed(config.seed * 1000 + i)
             model = graves_mlp(row, config, x[0].numel())
             trainer = Trainer(model, config, len(x), refit=row.split("/")[1].startswith("adaptive"))
-            seconds = trainer.epochs((x, y), config.epochs, generator, row)
+            saved = out_dir / "checkpoints" / f"{row.replace('/', '-')}.pt"
+            done = trainer.resumable(saved, generator, config.resume, config.checkpoint_every)
+            trainer.epochs((x, y), config.epochs - done, generator, row)
+            seconds = trainer.seconds
             dl = description_length(model, _train_nll_nats(model, x, y), len(x), data.num_classes)
             prior = model[1].prior
             metrics[row] = {
@@ -140,6 +148,8 @@ def run(config: Config, out: str | Path) -> Result:
     )
     result.report = _report(result)
     write_result(result, out_dir)
+    if not config.keep_checkpoints:
+        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
     return result
 
 

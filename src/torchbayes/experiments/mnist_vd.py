@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -34,6 +36,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
+from ..checkpoint import Checkpoint
 from ..data import load_images
 from ..data.images import IMAGE_DATASETS
 from ..nn import BayesLinear, posterior_mean
@@ -70,6 +73,9 @@ class Config:
     test_samples: int = 20
     train_subset: int = 0  # 0 = every training example
     methods: tuple[str, ...] = METHODS
+    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
+    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
+    keep_checkpoints: bool = False  # keep OUT/checkpoints after the run
 
     def __post_init__(self) -> None:
         _checks.one_of("dataset", self.dataset, IMAGE_DATASETS)
@@ -77,6 +83,7 @@ class Config:
         _checks.at_least("batch_size", self.batch_size, 1)
         _checks.at_least("test_samples", self.test_samples, 1)
         _checks.at_least("train_subset", self.train_subset, 0)
+        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
         _checks.positive("lr", self.lr)
         _checks.positive("max_alpha", self.max_alpha)
         for p, name in (
@@ -154,21 +161,31 @@ def learned_alphas(model: nn.Module) -> list[dict[str, float]]:
     return rows
 
 
-def train(method: str, width: int, config: Config, data, generator: torch.Generator):
+def train(
+    method: str,
+    width: int,
+    config: Config,
+    data,
+    generator: torch.Generator,
+    checkpoint: Path | None = None,
+):
     """Adam on the minibatch free energy (error + KL/N, KL/(3N) for vd-a2); returns the model
-    and the training time in seconds."""
+    and the training time in seconds. ``checkpoint``: see :meth:`Trainer.resumable`."""
     x = data[0]
     model = dropout_mlp(method, width, config, x[0].numel())
     trainer = Trainer(model, config, len(x), kl_scale=1 / 3 if method == "vd-a2" else 1.0)
-    seconds = trainer.epochs(data, config.epochs, generator, f"{method} h={width}")
-    return model, seconds
+    done = trainer.resumable(checkpoint, generator, config.resume, config.checkpoint_every)
+    trainer.epochs(data, config.epochs - done, generator, f"{method} h={width}")
+    return model, trainer.seconds
 
 
 class Trainer:
     """Adam on the free energy of ``model``; :meth:`epochs` can be called repeatedly.
 
     With ``refit=True`` the model's adaptive priors are refitted after every update
-    (:func:`torchbayes.priors.refit_priors`, Graves 2011 eq. 15).
+    (:func:`torchbayes.priors.refit_priors`, Graves 2011 eq. 15). :meth:`resumable` makes
+    every epoch end in a checkpoint (model, Adam, minibatch generator, global RNG, step,
+    ``history``) and, on resume, restores the last one.
     """
 
     def __init__(
@@ -186,10 +203,39 @@ class Trainer:
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
         batches = math.ceil(num_data / config.batch_size)
         self.free_energy = FreeEnergy(num_data, batches, schedule=schedule, kl_scale=kl_scale)
-        self.step = 0
+        self.step = self.epoch = 0
+        self.seconds = 0.0
+        self.history: dict[str, list] = {}  # per-epoch records a caller wants kept on resume
+        self._saver: Checkpoint | None = None
 
-    def epochs(self, data, count: int, generator: torch.Generator, desc: str = "") -> float:
-        """Train ``count`` epochs over ``data`` = (x, y); returns the seconds taken."""
+    def resumable(
+        self, path: Path | None, generator: torch.Generator, resume: bool, every: int = 1
+    ) -> int:
+        """Checkpoint to ``path`` after every ``every``-th epoch (``None``: never); with
+        ``resume``, restore the last checkpoint. Returns the epochs already trained."""
+        if path is None:
+            return self.epoch
+        objects = {"model": self.model, "optimizer": self.optimizer, "generator": generator}
+        self._saver = Checkpoint(path, objects, every)
+        if resume:
+            self.epoch, extra = self._saver.restore()
+            self.step = extra.get("step", 0)
+            self.seconds = extra.get("seconds", 0.0)
+            self.history = extra.get("history", {})
+        return self.epoch
+
+    def epochs(
+        self,
+        data,
+        count: int,
+        generator: torch.Generator,
+        desc: str = "",
+        after_epoch: Callable[[], None] | None = None,
+    ) -> float:
+        """Train ``count`` epochs over ``data`` = (x, y); returns the seconds taken.
+
+        ``after_epoch`` runs at the end of each epoch, before its checkpoint (e.g. to append
+        a test error to ``history``)."""
         x, y = data
         start = time.perf_counter()
         for _ in tqdm(range(count), desc=desc, leave=False, mininterval=1):
@@ -204,7 +250,15 @@ class Trainer:
                 if self.refit:
                     refit_priors(self.model)
                 self.step += 1
-        return time.perf_counter() - start
+            self.epoch += 1
+            if after_epoch is not None:
+                after_epoch()
+            if self._saver is not None:
+                seconds = self.seconds + time.perf_counter() - start
+                self._saver.step(self.epoch, step=self.step, seconds=seconds, history=self.history)
+        seconds = time.perf_counter() - start
+        self.seconds += seconds
+        return seconds
 
 
 def evaluate(model: nn.Module, x: Tensor, y: Tensor, samples: int, generator) -> dict[str, float]:
@@ -233,7 +287,8 @@ def run(config: Config, out: str | Path) -> Result:
             for i, method in enumerate(config.methods):
                 torch.manual_seed(config.seed)
                 generator = torch.Generator().manual_seed(config.seed * 1000 + i)
-                model, seconds = train(method, width, config, (x, y), generator)
+                saved = out_dir / "checkpoints" / f"{method}-h{width}.pt"
+                model, seconds = train(method, width, config, (x, y), generator, saved)
                 scores = evaluate(
                     model, data.test_images, data.test_labels, config.test_samples, generator
                 )
@@ -251,6 +306,8 @@ def run(config: Config, out: str | Path) -> Result:
     )
     result.report = _report(result)
     write_result(result, out_dir)
+    if not config.keep_checkpoints:
+        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
     return result
 
 
