@@ -129,3 +129,16 @@ def test_bad_epsilon_is_named():
     population = Population(mlp(2, (2,), 1), 1)
     with pytest.raises(ValueError, match=r"epsilon=1\.5"):
         Agent("x", population, torch.optim.SGD(population.parameters(), 0.1), False, 1.5)
+
+
+def test_replay_buffer_state_round_trips_and_checks_its_shape():
+    from torchbayes.bandits import ReplayBuffer
+
+    buffer = ReplayBuffer(2, 3, capacity=4)
+    for r in range(6):
+        buffer.add(torch.full((2, 3), float(r)), torch.full((2,), float(r)))
+    copy = ReplayBuffer(2, 3, capacity=4)
+    copy.load_state_dict(buffer.state_dict())
+    assert len(copy) == 4 and copy.count == 6 and torch.equal(copy.inputs, buffer.inputs)
+    with pytest.raises(ValueError, match="buffer shape"):
+        ReplayBuffer(2, 5, capacity=4).load_state_dict(buffer.state_dict())

@@ -74,6 +74,7 @@ def test_checkpoint_names_what_it_cannot_hold_or_find(tmp_path):
         ("mnist-bbb", ["methods=bbb-mixture", "epochs=3", "train_subset=1500"], 1),
         ("mnist-graves", ["rows=adaptive/adaptive-gaussian", "epochs=3", "train_subset=1500"], 2),
         ("mnist-vd", ["methods=vd-b", "epochs=3", "train_subset=1500"], 2),
+        ("mushroom", ["steps=40", "checkpoint_every=10"], 20),
     ],
 )
 def test_an_interrupted_run_resumes_to_the_same_numbers(

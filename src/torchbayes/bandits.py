@@ -18,14 +18,17 @@ batched forward/backward per update over every member of every agent.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from . import _checks
+from .checkpoint import Checkpoint
 from .population import Population, population_outputs
 from .posterior import Posterior
 from .predict import sample_outputs
@@ -110,6 +113,18 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return min(self.count, self.capacity)
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "rewards": self.rewards, "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["inputs"].shape != self.inputs.shape:
+            raise ValueError(
+                f"buffer shape {tuple(state['inputs'].shape)} does not match "
+                f"{tuple(self.inputs.shape)}"
+            )
+        self.inputs, self.rewards = state["inputs"].clone(), state["rewards"].clone()
+        self.count = int(state["count"])
+
     def add(self, inputs: Tensor, rewards: Tensor) -> None:
         """One interaction per learner: ``inputs`` (M, D), ``rewards`` (M,)."""
         slot = self.count % self.capacity
@@ -184,11 +199,17 @@ def run_bandit(
     buffer_size: int = 4096,
     seed: int = 0,
     progress: bool = True,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 1000,
+    resume: bool = False,
 ) -> BanditHistory:
     """Run every agent for ``steps`` interactions on each of its members' own seeds.
 
     Member k of every agent sees the same context stream and the same coin flips (seed
-    ``seed + k``), so agents are compared on common random numbers.
+    ``seed + k``), so agents are compared on common random numbers. With ``checkpoint`` (a
+    file) every ``checkpoint_every`` interactions and the last are saved — every population
+    and optimizer, the replay buffer, the noise generator, the outcomes so far — and
+    ``resume`` continues from there.
     """
     _checks.at_least("steps", steps, 1)
     _checks.at_least("updates_per_step", updates_per_step, 0)
@@ -215,7 +236,19 @@ def run_bandit(
     expected_regret = torch.zeros_like(regret)
     correct = torch.zeros(steps, num_agents, seeds, dtype=torch.bool)
 
-    for t in tqdm(range(steps), desc="bandit", disable=not progress):
+    saver, start = None, 0
+    if checkpoint is not None:
+        objects: dict[str, Any] = {"buffer": buffer, "noise": noise}
+        for agent in agents:
+            objects[f"{agent.name}/population"] = agent.population
+            objects[f"{agent.name}/optimizer"] = agent.optimizer
+        saver = Checkpoint(checkpoint, objects, checkpoint_every)
+        if resume:
+            start, done = saver.restore()
+            if start:
+                regret[:start], expected_regret[:start] = done["regret"], done["expected_regret"]
+                correct[:start] = done["correct"]
+    for t in tqdm(range(start, steps), desc="bandit", disable=not progress, initial=start):
         contexts = env.contexts[index[:, t]]
         edible = env.edible[index[:, t]]
         options = action_inputs(contexts, num_actions).repeat(num_agents, 1, 1)  # (M, A, D + A)
@@ -241,6 +274,14 @@ def run_bandit(
         buffer.add(chosen, reward.reshape(-1))
         for _ in range(updates_per_step):
             _update(agents, network, buffer, batch_size, noise)
+        if saver is not None:
+            saver.step(
+                t + 1,
+                final=t + 1 == steps,
+                regret=regret[: t + 1],
+                expected_regret=expected_regret[: t + 1],
+                correct=correct[: t + 1],
+            )
     return BanditHistory([a.name for a in agents], regret, expected_regret, correct)
 
 

@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         "--resume",
         action="store_true",
         help="continue an interrupted run from its checkpoints in --out (char-lm, word-lm, "
-        "sentence, mnist-vd, mnist-bbb, mnist-graves)",
+        "sentence, mnist-vd, mnist-bbb, mnist-graves, mushroom)",
     )
     run.add_argument(
         "--set",

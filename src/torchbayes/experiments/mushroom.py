@@ -21,6 +21,7 @@ minutes). Writes ``mushroom.png`` (cumulative regret, log scale), ``result.json`
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -66,6 +67,9 @@ class Config:
     bbb_prior: str = "gaussian"
     prior_std: float = 1.0
     mixture: tuple[float, float, float] = (0.5, 1.0, math.exp(-6))
+    checkpoint_every: int = 500  # interactions between checkpoints in OUT/checkpoints
+    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
+    keep_checkpoints: bool = False  # keep OUT/checkpoints after the run
 
     def __post_init__(self) -> None:
         _checks.at_least("seeds", self.seeds, 1)
@@ -73,6 +77,7 @@ class Config:
         _checks.at_least("updates_per_step", self.updates_per_step, 0)
         _checks.at_least("batch_size", self.batch_size, 1)
         _checks.at_least("buffer_size", self.buffer_size, 1)
+        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
         _checks.positive("noise_std", self.noise_std)
         _checks.positive("prior_std", self.prior_std)
         _checks.one_of("bbb_prior", self.bbb_prior, ("gaussian", "mixture"))
@@ -188,6 +193,9 @@ def run(config: Config, out: str | Path) -> Result:
         batch_size=config.batch_size,
         buffer_size=config.buffer_size,
         seed=config.seed,
+        checkpoint=out / "checkpoints" / "bandit.pt",
+        checkpoint_every=config.checkpoint_every,
+        resume=config.resume,
     )
     seconds = time.perf_counter() - start
     summary = summarize(history)
@@ -213,4 +221,6 @@ def run(config: Config, out: str | Path) -> Result:
         files={"plot": str(out / "mushroom.png")},
     )
     write_result(result, out)
+    if not config.keep_checkpoints:
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
     return result
