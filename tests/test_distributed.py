@@ -3,6 +3,7 @@ data-parallel SGLD keeps the replicas bit-identical and matches one process on t
 batch, data-parallel VI keeps the variational parameters identical, divergence is caught."""
 
 import copy
+import json
 import os
 import socket
 import subprocess
@@ -142,3 +143,27 @@ def test_the_documented_torchrun_command_runs(mode):
     ).stdout
     samples = 40 if mode == "chains" else 20
     assert f"mode={mode} ranks=2 samples={samples} test accuracy=" in out
+
+
+def test_torchbayes_run_under_torchrun_pools_one_chain_per_rank(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    run = ["-m", "torchbayes", "run", "mlp-sgmcmc", "--quick", "--set", "methods=sgld,sgd"]
+    single = [sys.executable, *run, "--out", str(tmp_path / "one")]
+    subprocess.run(single, env=env, check=True, capture_output=True)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    torchrun += ["--master_port", str(_free_port())]
+    subprocess.run(
+        [*torchrun, *run, "--out", str(tmp_path / "two")], env=env, check=True, capture_output=True
+    )
+    one, two = (json.loads((tmp_path / d / "result.json").read_text()) for d in ("one", "two"))
+    assert two["config"]["chains"] == 2
+    for method in ("sgld", "sgd"):
+        assert two["metrics"][method]["samples"] == 2 * one["metrics"][method]["samples"]
+    regression = ["-m", "torchbayes", "run", "regression", "--quick", "--out", str(tmp_path)]
+    refused = subprocess.run(
+        [sys.executable, *regression],
+        env={**env, "WORLD_SIZE": "2"},
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "does not run under torchrun" in refused.stderr

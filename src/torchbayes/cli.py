@@ -1,16 +1,22 @@
-"""The ``torchbayes`` command: ``torchbayes run NAME [--out DIR] [--seed N] [--quick]``."""
+"""The ``torchbayes`` command: ``torchbayes run NAME [--out DIR] [--seed N] [--quick]
+[--resume] [--set KEY=VALUE]`` and ``torchbayes list``; under torchrun, experiments marked
+``DISTRIBUTED`` run one chain per rank."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
+
 from . import __version__
+from .distributed import init_from_environment
 from .experiments import EXPERIMENTS
 
 
@@ -101,8 +107,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"torchbayes run {args.experiment}: {err}", file=sys.stderr)
         return 2
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not getattr(module, "DISTRIBUTED", False):
+        able = [name for name, m in sorted(EXPERIMENTS.items()) if getattr(m, "DISTRIBUTED", False)]
+        print(
+            f"torchbayes run {args.experiment}: does not run under torchrun "
+            f"(WORLD_SIZE={os.environ['WORLD_SIZE']}); experiments that do: {', '.join(able)}",
+            file=sys.stderr,
+        )
+        return 2
     out = args.out if args.out is not None else Path("runs") / args.experiment
-    result = module.run(config, out)
+    distributed = init_from_environment()
+    rank = dist.get_rank() if distributed else 0
+    try:
+        result = module.run(config, out)
+    finally:
+        if distributed:
+            dist.destroy_process_group()
+    if rank != 0:
+        return 0  # rank 0 reports
     print(result.report)
     for label, path in sorted(result.files.items()):
         print(f"{label:>8}: {path}")

@@ -18,13 +18,20 @@ NCCL on GPU):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-__all__ = ["assert_replicas_identical", "gather_samples", "rank_generator"]
+__all__ = [
+    "assert_replicas_identical",
+    "gather_samples",
+    "init_from_environment",
+    "rank_generator",
+    "rank_seed",
+]
 
 _RANK_STRIDE = 1_000_003  # a prime, so rank seeds never collide with nearby user seeds
 
@@ -33,11 +40,26 @@ def _rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+def rank_seed(seed: int) -> int:
+    """``seed + 1_000_003·rank``: this rank's own seed (``seed`` without a process group)."""
+    return seed + _RANK_STRIDE * _rank()
+
+
 def rank_generator(seed: int, shared: bool) -> torch.Generator:
     """A generator for a sampler's noise or a rank's minibatches: the same on every rank when
-    ``shared`` (data-parallel sampling), else seeded ``seed + 1_000_003·rank`` (parallel
-    chains)."""
-    return torch.Generator().manual_seed(seed if shared else seed + _RANK_STRIDE * _rank())
+    ``shared`` (data-parallel sampling), else seeded :func:`rank_seed` (parallel chains)."""
+    return torch.Generator().manual_seed(seed if shared else rank_seed(seed))
+
+
+def init_from_environment() -> bool:
+    """Join the process group torchrun describes (``WORLD_SIZE`` > 1 in the environment):
+    NCCL when CUDA is available, else gloo. Returns whether a group is (now) initialized."""
+    if dist.is_initialized():
+        return True
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return True
 
 
 def gather_samples(
