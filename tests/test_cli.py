@@ -275,6 +275,20 @@ def test_run_char_lm_end_to_end(tmp_path):
 def test_char_lm_rejects_a_bad_scheme(capsys, tmp_path):
     assert main(["run", "char-lm", "--out", str(tmp_path), "--set", "scheme=shuffled"]) == 2
     assert "scheme" in capsys.readouterr().err
+    assert main(["run", "sentence", "--out", str(tmp_path), "--set", "temperature=-1"]) == 2
+    assert "temperature=-1.0" in capsys.readouterr().err
+
+
+def test_paper_noise_is_temperature_two_over_n():
+    from torchbayes.experiments._optim import rmsprop_or_psgld, sampling_temperature
+
+    assert sampling_temperature(1.0, True, 5452) == 2 / 5452
+    assert sampling_temperature(0.5, False, 5452) == 0.5
+    sampler = rmsprop_or_psgld(
+        "psgld", [torch.nn.Parameter(torch.zeros(2))], lr=1e-3, alpha=0.99, num_data=10,
+        prior_precision=1.0, temperature=0.2,
+    )  # fmt: skip
+    assert sampler.param_groups[0]["temperature"] == 0.2
 
 
 @pytest.mark.parametrize("dataset", ["trec", "cr"])
@@ -282,6 +296,8 @@ def test_run_sentence_end_to_end(tmp_path, dataset):
     out = tmp_path / dataset
     args = ["run", "sentence", "--quick", "--out", str(out), "--set", f"dataset={dataset}"]
     methods = ("rmsprop", "rmsprop-gal-dropout", "psgld") if dataset == "trec" else ("psgld",)
+    if dataset == "cr":
+        args += ["--set", "paper_noise=true"]  # Gan et al.'s noise scale, T = 2/N
     assert main([*args, "--set", "train_subset=300", "--set", f"methods={','.join(methods)}"]) == 0
     result = json.loads((out / "result.json").read_text())
     runs = 1 if dataset == "trec" else 2  # quick: one seed, or 2-fold CV

@@ -39,7 +39,7 @@ from ..data import CharCorpus, load_text, random_windows, stream_batches
 from ..data.text import CORPORA
 from ..models import RECURRENT_CELLS, CharRNN, detach_state
 from ..vi import FiniteGuard
-from ._optim import rmsprop_or_psgld
+from ._optim import rmsprop_or_psgld, sampling_temperature
 from ._result import Result, prepare_output, write_result
 
 METHODS = ("rmsprop", "psgld")
@@ -65,6 +65,8 @@ class Config:
     lr: float = 2e-3
     alpha: float = 0.99
     prior_precision: float = 1.0
+    temperature: float = 1.0  # pSGLD samples p(θ|D)^(1/T)
+    paper_noise: bool = False  # T = 2/N instead: the noise scale of Gan et al.'s code
     clip: float = 5.0
     scheme: str = "stream"
     train_chars: int = 0  # 0 = the whole training split
@@ -90,6 +92,8 @@ class Config:
             )
         for name in ("thin_epochs", "lr", "prior_precision", "clip"):
             _checks.positive(name, getattr(self, name))
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got temperature={self.temperature!r}")
         _checks.at_least("train_chars", self.train_chars, 0)
         _checks.at_least("test_chars", self.test_chars, 0)
         _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
@@ -241,6 +245,9 @@ def run(config: Config, out: str | Path) -> Result:
                     num_data=len(train_ids) - 1,  # every character but the first is a target
                     prior_precision=config.prior_precision,
                     generator=generator,
+                    temperature=sampling_temperature(
+                        config.temperature, config.paper_noise, len(train_ids) - 1
+                    ),
                 )
                 collector, seconds, skipped = train(
                     model, optimizer, train_ids, config, generator, saved, desc=f"{cell} {method}"

@@ -45,7 +45,7 @@ from ..collect import Collector
 from ..data.sentence import SENTENCE_SETS, Vocabulary, cv_folds, load_sentences
 from ..models import SentenceClassifier
 from ..vi import FiniteGuard
-from ._optim import rmsprop_or_psgld
+from ._optim import rmsprop_or_psgld, sampling_temperature
 from ._result import Result, prepare_output, write_result
 
 METHODS = (
@@ -79,6 +79,8 @@ class Config:
     lr: float = 1e-3
     alpha: float = 0.99
     prior_precision: float = 1.0
+    temperature: float = 1.0  # pSGLD samples p(θ|D)^(1/T)
+    paper_noise: bool = False  # T = 2/N instead: the noise scale of Gan et al.'s code
     clip: float = 5.0
     train_subset: int = 0  # 0 = every training sentence
     most_uncertain: int = 8
@@ -104,6 +106,8 @@ class Config:
             raise ValueError(f"dropout must lie in [0, 1), got dropout={self.dropout!r}")
         for name in ("thin_epochs", "lr", "prior_precision", "clip"):
             _checks.positive(name, getattr(self, name))
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got temperature={self.temperature!r}")
         _checks.at_least("train_subset", self.train_subset, 0)
         _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
 
@@ -205,6 +209,7 @@ def train(
         num_data=len(ids),
         prior_precision=config.prior_precision,
         generator=noise,
+        temperature=sampling_temperature(config.temperature, config.paper_noise, len(ids)),
     )
     per_epoch = math.ceil(len(ids) / config.batch_size)
     collector = Collector(
