@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import platform
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,9 +61,13 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_result(result: Result, out: Path) -> None:
-    """Write ``result.json`` and ``report.md`` into ``out`` (atomically, temp file + rename)."""
+def write_result(result: Result, out: Path, keep_checkpoints: bool = True) -> None:
+    """Write ``result.json`` and ``report.md`` into ``out`` (atomically, temp file + rename);
+    then, unless ``keep_checkpoints``, delete ``out/checkpoints`` — a finished run has nothing
+    to resume."""
     result.files.setdefault("json", str(out / "result.json"))
     result.files.setdefault("report", str(out / "report.md"))
     _atomic_write(out / "result.json", json.dumps(result.to_json(), indent=2) + "\n")
     _atomic_write(out / "report.md", result.report)
+    if not keep_checkpoints:
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)

@@ -22,7 +22,6 @@ Writes ``char_lm.png``, ``result.json`` and ``report.md``.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -206,6 +205,16 @@ def test_log_probs(
     return torch.cat(out, dim=1).reshape(-1)
 
 
+def score_samples(
+    model: CharRNN, collector: Collector, ids: Tensor, config: Config
+) -> tuple[Tensor, Tensor]:
+    """Test log-probabilities under the final parameters (characters,) and under every kept
+    sample (samples, characters), each scored once."""
+    last = test_log_probs(model, dict(model.named_parameters()), ids, config)
+    kept = torch.stack([test_log_probs(model, p, ids, config) for p in collector.samples()])
+    return last, kept
+
+
 def averaged_cross_entropy(log_probs: Tensor, index: list[int]) -> float:
     """Test cross-entropy (nats/char) of the model average of the samples ``index``:
     −mean_t log( (1/K) Σ_k p_k(x_t) )."""
@@ -254,10 +263,7 @@ def run(config: Config, out: str | Path) -> Result:
                 )
                 timings[f"{cell}_{method}_train_s"] = seconds
                 start = time.perf_counter()
-                last = test_log_probs(model, dict(model.named_parameters()), test_ids, config)
-                kept = torch.stack(
-                    [test_log_probs(model, p, test_ids, config) for p in collector.samples()]
-                )
+                last, kept = score_samples(model, collector, test_ids, config)
                 timings[f"{cell}_{method}_test_s"] = time.perf_counter() - start
                 every = list(range(len(kept)))
                 per_sample = (-kept.mean(1)).tolist()
@@ -284,9 +290,7 @@ def run(config: Config, out: str | Path) -> Result:
         files={"plot": str(plot)},
     )
     result.report = _report(result)
-    write_result(result, out_dir)
-    if not config.keep_checkpoints:
-        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -289,9 +288,7 @@ def run(config: Config, out: str | Path, name: str = "mnist-bbb") -> Result:
         files={"plot": str(plot)},
     )
     result.report = _report(result)
-    write_result(result, out_dir)
-    if not config.keep_checkpoints:
-        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 

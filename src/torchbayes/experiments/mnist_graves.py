@@ -22,7 +22,6 @@ MNIST it runs on Fashion-MNIST and says so. Writes ``result.json`` and ``report.
 from __future__ import annotations
 
 import itertools
-import shutil
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -147,9 +146,7 @@ def run(config: Config, out: str | Path) -> Result:
         timings=timings,
     )
     result.report = _report(result)
-    write_result(result, out_dir)
-    if not config.keep_checkpoints:
-        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 

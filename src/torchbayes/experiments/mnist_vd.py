@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -305,9 +304,7 @@ def run(config: Config, out: str | Path) -> Result:
         files={"plot": str(plot)},
     )
     result.report = _report(result)
-    write_result(result, out_dir)
-    if not config.keep_checkpoints:
-        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 

@@ -21,7 +21,6 @@ minutes). Writes ``mushroom.png`` (cumulative regret, log scale), ``result.json`
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -220,7 +219,5 @@ def run(config: Config, out: str | Path) -> Result:
         report=_report(config, summary, seconds),
         files={"plot": str(out / "mushroom.png")},
     )
-    write_result(result, out)
-    if not config.keep_checkpoints:
-        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    write_result(result, out, config.keep_checkpoints)
     return result

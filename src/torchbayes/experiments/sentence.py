@@ -28,7 +28,6 @@ Writes ``sentence.png``, ``result.json`` and ``report.md``.
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
 import time
 from dataclasses import asdict, dataclass, replace
@@ -331,9 +330,7 @@ def run(config: Config, out: str | Path) -> Result:
         files={"plot": str(plot)},
     )
     result.report = _report(result)
-    write_result(result, out_dir)
-    if not config.keep_checkpoints:
-        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 

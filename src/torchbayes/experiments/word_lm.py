@@ -20,7 +20,6 @@ Writes ``word_lm.png``, ``result.json`` and ``report.md``.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -150,12 +149,7 @@ def run(config: Config, out: str | Path) -> Result:
                 )
                 timings[f"{scheme}_{method}_train_s"] = seconds
                 start = time.perf_counter()
-                params = dict(model.named_parameters())
-                last = char_lm.test_log_probs(model, params, test_ids, config)
-                kept = torch.stack([
-                    char_lm.test_log_probs(model, p, test_ids, config)
-                    for p in collector.samples()
-                ])  # fmt: skip
+                last, kept = char_lm.score_samples(model, collector, test_ids, config)
                 timings[f"{scheme}_{method}_test_s"] = time.perf_counter() - start
                 every = list(range(len(kept)))
                 metrics[scheme][method] = {
@@ -181,9 +175,7 @@ def run(config: Config, out: str | Path) -> Result:
         files={"plot": str(plot)},
     )
     result.report = _report(result)
-    write_result(result, out_dir)
-    if not config.keep_checkpoints:
-        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 
