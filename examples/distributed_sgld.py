@@ -13,6 +13,7 @@ prints the model-averaged test accuracy and negative log-likelihood.
 from __future__ import annotations
 
 import argparse
+import gc
 
 import torch
 import torch.distributed as dist
@@ -68,6 +69,9 @@ def main() -> None:
             f"mode={args.mode} ranks={world} samples={len(samples)} "
             f"test accuracy={accuracy:.4f} nll={nll:.4f}"
         )
+    del model, sampler  # free the DDP reducer (and its threads) while the group exists
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 

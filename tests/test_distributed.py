@@ -3,6 +3,7 @@ data-parallel SGLD keeps the replicas bit-identical and matches one process on t
 batch, data-parallel VI keeps the variational parameters identical, divergence is caught."""
 
 import copy
+import gc
 import json
 import os
 import socket
@@ -105,6 +106,8 @@ def _worker(rank: int, port: int, job: str):
     torch.set_num_threads(1)
     try:
         globals()[job](rank)
+        gc.collect()  # free DDP reducers (their threads) while the group still exists
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
