@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .. import _checks
+
 
 def library_versions() -> dict[str, str]:
     """Library, torch and Python versions and the thread count, recorded with every result."""
@@ -25,6 +27,19 @@ def library_versions() -> dict[str, str]:
         "python": platform.python_version(),
         "threads": str(torch.get_num_threads()),
     }
+
+
+@dataclass
+class Resumable:
+    """Config fields of the experiments that checkpoint (subclass it; call
+    ``super().__post_init__()``)."""
+
+    checkpoint_every: int = 1  # epochs (mushroom: interactions) between checkpoints; 0: the end
+    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
+    keep_checkpoints: bool = False  # keep OUT/checkpoints (states, samples) after the run
+
+    def __post_init__(self) -> None:
+        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
 
 
 @dataclass

@@ -39,7 +39,7 @@ from ..data.text import CORPORA
 from ..models import RECURRENT_CELLS, CharRNN, detach_state
 from ..vi import FiniteGuard
 from ._optim import rmsprop_or_psgld, sampling_temperature
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 METHODS = ("rmsprop", "psgld")
 SCHEMES = ("stream", "random")
@@ -47,7 +47,7 @@ PAPER = {"lstm": {"rmsprop": 1.3607, "psgld": 1.3375}}  # Table 3, War and Peace
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -70,12 +70,10 @@ class Config:
     scheme: str = "stream"
     train_chars: int = 0  # 0 = the whole training split
     test_chars: int = 0  # 0 = the whole test split
-    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
-    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
     skip_non_finite: bool = False  # skip (and count) steps with a non-finite loss or gradient
-    keep_checkpoints: bool = False  # keep OUT/checkpoints (states and samples) after the run
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.one_of("corpus", self.corpus, tuple(CORPORA))
         for cell in self.cells:
             _checks.one_of("cells", cell, tuple(RECURRENT_CELLS))
@@ -95,7 +93,6 @@ class Config:
             raise ValueError(f"temperature must be >= 0, got temperature={self.temperature!r}")
         _checks.at_least("train_chars", self.train_chars, 0)
         _checks.at_least("test_chars", self.test_chars, 0)
-        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
 
     @classmethod
     def quick(cls, **overrides) -> Config:

@@ -49,7 +49,7 @@ from ..prune import (
 )
 from ..variational import BernoulliDropout, Delta, DiagonalGaussian
 from ..vi import check_finite, description_length
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 from .mnist_vd import Trainer, evaluate
 
 METHODS = ("sgd", "dropout", "bbb-gaussian", "bbb-mixture")
@@ -57,7 +57,7 @@ BAYESIAN = ("bbb-gaussian", "bbb-mixture")
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -79,18 +79,15 @@ class Config:
     prune_thresholds: tuple[float, ...] = (0.5, 0.83, 1.0, 2.0)
     retrain_epochs: int = 1  # Adam epochs on the pruned posterior-mean net; 0 = no retraining
     train_subset: int = 0  # 0 = every training example
-    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
-    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
-    keep_checkpoints: bool = False  # keep OUT/checkpoints after the run
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.one_of("dataset", self.dataset, IMAGE_DATASETS)
         for m in self.methods:
             _checks.one_of("methods", m, METHODS)
         for w in self.hidden_sizes:
             _checks.at_least("hidden_sizes", w, 1)
         _checks.at_least("epochs", self.epochs, 1)
-        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
         _checks.at_least("batch_size", self.batch_size, 1)
         _checks.positive("lr", self.lr)
         _checks.positive("gaussian_prior_std", self.gaussian_prior_std)

@@ -36,7 +36,7 @@ from ..nn import BayesLinear
 from ..priors import AdaptiveGaussian, AdaptiveLaplace, Gaussian, Laplace, Prior, Uniform
 from ..variational import Delta, DiagonalGaussian, FixedGaussian
 from ..vi import description_length
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 from .mnist_bbb import _mean_error, _train_nll_nats
 from .mnist_vd import Trainer
 
@@ -46,7 +46,7 @@ ROWS = tuple(f"{q}/{p}" for q in POSTERIORS for p in PRIORS)
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -60,11 +60,9 @@ class Config:
     prior_scale: float = 0.1
     rho_init: float = -5.0
     train_subset: int = 0  # 0 = every training example
-    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
-    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
-    keep_checkpoints: bool = False  # keep OUT/checkpoints after the run
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.one_of("dataset", self.dataset, IMAGE_DATASETS)
         for row in self.rows:
             _checks.one_of("rows", row, ROWS)
@@ -75,7 +73,6 @@ class Config:
         _checks.positive("fixed_noise", self.fixed_noise)
         _checks.positive("prior_scale", self.prior_scale)
         _checks.at_least("train_subset", self.train_subset, 0)
-        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
 
     @classmethod
     def quick(cls, **overrides) -> Config:

@@ -50,14 +50,14 @@ from ..variational import (
     VariationalDropout,
 )
 from ..vi import FreeEnergy, check_finite
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 METHODS = ("none", "binary", "gaussian-a", "gaussian-b", "vd-a", "vd-a2", "vd-b")
 LEARNED = ("vd-a", "vd-a2", "vd-b")
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -72,17 +72,14 @@ class Config:
     test_samples: int = 20
     train_subset: int = 0  # 0 = every training example
     methods: tuple[str, ...] = METHODS
-    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
-    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
-    keep_checkpoints: bool = False  # keep OUT/checkpoints after the run
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.one_of("dataset", self.dataset, IMAGE_DATASETS)
         _checks.at_least("epochs", self.epochs, 1)
         _checks.at_least("batch_size", self.batch_size, 1)
         _checks.at_least("test_samples", self.test_samples, 1)
         _checks.at_least("train_subset", self.train_subset, 0)
-        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
         _checks.positive("lr", self.lr)
         _checks.positive("max_alpha", self.max_alpha)
         for p, name in (

@@ -37,7 +37,7 @@ from ..population import Population
 from ..priors import Gaussian, LogUniform, ScaleMixture
 from ..samplers import PSGLD
 from ..variational import Delta, DiagonalGaussian, VariationalDropout
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 AGENTS = ("bbb", "vd", "psgld", "greedy", "eps1", "eps5")
 EPSILON = {"greedy": 0.0, "eps1": 0.01, "eps5": 0.05}
@@ -47,7 +47,7 @@ PAPER = (
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -66,17 +66,15 @@ class Config:
     bbb_prior: str = "gaussian"
     prior_std: float = 1.0
     mixture: tuple[float, float, float] = (0.5, 1.0, math.exp(-6))
-    checkpoint_every: int = 500  # interactions between checkpoints in OUT/checkpoints
-    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
-    keep_checkpoints: bool = False  # keep OUT/checkpoints after the run
+    checkpoint_every: int = 500  # interactions between checkpoints
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.at_least("seeds", self.seeds, 1)
         _checks.at_least("steps", self.steps, 1)
         _checks.at_least("updates_per_step", self.updates_per_step, 0)
         _checks.at_least("batch_size", self.batch_size, 1)
         _checks.at_least("buffer_size", self.buffer_size, 1)
-        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
         _checks.positive("noise_std", self.noise_std)
         _checks.positive("prior_std", self.prior_std)
         _checks.one_of("bbb_prior", self.bbb_prior, ("gaussian", "mixture"))

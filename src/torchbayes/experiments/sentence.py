@@ -45,7 +45,7 @@ from ..data.sentence import SENTENCE_SETS, Vocabulary, cv_folds, load_sentences
 from ..models import SentenceClassifier
 from ..vi import FiniteGuard
 from ._optim import rmsprop_or_psgld, sampling_temperature
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 METHODS = (
     "rmsprop",
@@ -60,7 +60,7 @@ PAPER = {"trec": {"rmsprop": 8.14, "psgld": 7.48}}  # Table 6, test error %
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -83,12 +83,10 @@ class Config:
     clip: float = 5.0
     train_subset: int = 0  # 0 = every training sentence
     most_uncertain: int = 8
-    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
-    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
     skip_non_finite: bool = False  # skip (and count) steps with a non-finite loss or gradient
-    keep_checkpoints: bool = False  # keep OUT/checkpoints (states and samples) after the run
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.one_of("dataset", self.dataset, tuple(SENTENCE_SETS))
         for method in self.methods:
             _checks.one_of("methods", method, METHODS)
@@ -108,7 +106,6 @@ class Config:
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got temperature={self.temperature!r}")
         _checks.at_least("train_subset", self.train_subset, 0)
-        _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
 
     @classmethod
     def quick(cls, **overrides) -> Config:

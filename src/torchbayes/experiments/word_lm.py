@@ -32,14 +32,14 @@ from ..data.text import load_ptb
 from ..models import CharRNN
 from ..samplers import SGLD
 from . import char_lm
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 METHODS = ("sgd", "sgd-dropout", "sgld", "sgld-dropout")
 SCHEMES = ("stream", "random")
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are Zaremba's small model, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -62,12 +62,10 @@ class Config:
     train_words: int = 0  # 0 = the whole training split
     test_words: int = 0  # 0 = the whole test split
     data_folder: str = ""  # read ptb.*.txt from here instead of $TORCHBAYES_DATA/ptb
-    checkpoint_every: int = 1  # epochs between checkpoints in OUT/checkpoints (0: at the end)
-    resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
-    keep_checkpoints: bool = False  # keep OUT/checkpoints (states and samples) after the run
     skip_non_finite: bool = False  # skip (and count) steps with a non-finite loss or gradient
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for method in self.methods:
             _checks.one_of("methods", method, METHODS)
         for scheme in self.schemes:
@@ -84,7 +82,7 @@ class Config:
             _checks.positive(name, getattr(self, name))
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got dropout={self.dropout!r}")
-        for name in ("train_words", "test_words", "checkpoint_every"):
+        for name in ("train_words", "test_words"):
             _checks.at_least(name, getattr(self, name), 0)
 
     @classmethod
