@@ -15,6 +15,8 @@ from torch import nn
 from torchbayes.checkpoint import Checkpoint
 from torchbayes.cli import main
 from torchbayes.collect import Collector
+from torchbayes.experiments import EXPERIMENTS
+from torchbayes.experiments._result import Resumable
 from torchbayes.samplers import PSGLD
 
 
@@ -75,6 +77,10 @@ def test_checkpoint_names_what_it_cannot_hold_or_find(tmp_path):
         ("mnist-graves", ["rows=adaptive/adaptive-gaussian", "epochs=3", "train_subset=1500"], 2),
         ("mnist-vd", ["methods=vd-b", "epochs=3", "train_subset=1500"], 2),
         ("mushroom", ["steps=40", "checkpoint_every=10"], 20),
+        ("mlp-sgmcmc", ["methods=psgld,sgd", "epochs=4", "burn_in_epochs=1"], 2),
+        ("ood", ["methods=gradient-uncertainty,sgld", "epochs=3", "train_subset=1000"], 1),
+        ("regression", ["steps=300", "checkpoint_every=100", "predict_samples=50"], 200),
+        ("gradient-variance", ["checkpoints=1,3", "train_subset=600"], 2),
     ],
 )
 def test_an_interrupted_run_resumes_to_the_same_numbers(
@@ -127,6 +133,14 @@ def test_sentence_killed_with_sigkill_and_resumed_matches_an_uninterrupted_run(t
     assert cut["metrics"] == whole["metrics"]
 
 
-def test_resume_is_refused_where_no_checkpoints_are_written(capsys, tmp_path):
-    assert main(["run", "regression", "--resume", "--out", str(tmp_path)]) == 2
-    assert "--resume" in capsys.readouterr().err
+@pytest.mark.parametrize("experiment", sorted(EXPERIMENTS))
+def test_every_experiment_checkpoints_and_resumes(experiment):
+    assert issubclass(EXPERIMENTS[experiment].Config, Resumable)
+
+
+def test_resume_with_nothing_saved_starts_afresh(tmp_path):
+    args = ["run", "regression", "--quick", "--set", "steps=50", "--set", "predict_samples=20"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert main([*args, "--out", str(tmp_path / "b"), "--resume"]) == 0
+    a, b = (json.loads((tmp_path / d / "result.json").read_text()) for d in ("a", "b"))
+    assert a["metrics"] == b["metrics"]

@@ -64,6 +64,37 @@ def test_unwritable_output_folder_fails_before_training(tmp_path):
         main(["run", "regression", "--quick", "--out", str(blocker / "sub")])
 
 
+def test_full_disk_fails_before_training(tmp_path, monkeypatch):
+    import errno
+    import shutil
+
+    from torchbayes.experiments import _result
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(_result.shutil, "disk_usage", lambda path: usage._replace(free=5 * 2**20))
+    with pytest.raises(OSError, match=r"5\.0 MiB free"):
+        main(["run", "regression", "--quick", "--out", str(tmp_path / "a")])
+    monkeypatch.undo()
+
+    class FullDisk:  # what writing to a full file system does: ENOSPC on write
+        def __init__(self, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_result.tempfile, "NamedTemporaryFile", FullDisk)
+    with pytest.raises(OSError, match=r"not writable: .*No space left on device"):
+        main(["run", "regression", "--quick", "--out", str(tmp_path / "b")])
+    assert not (tmp_path / "b" / "result.json").exists()
+
+
 def test_set_overrides_typed_config_fields():
     from torchbayes.cli import config_overrides
     from torchbayes.experiments.regression import Config

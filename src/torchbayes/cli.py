@@ -100,8 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         overrides = {"seed": args.seed, **config_overrides(module.Config, args.overrides)}
         if args.resume:
-            if "resume" not in {f.name for f in dataclasses.fields(module.Config)}:
-                raise ValueError(f"--resume: {args.experiment} does not write checkpoints")
             overrides["resume"] = True
         config = module.Config.quick(**overrides) if args.quick else module.Config(**overrides)
     except ValueError as err:

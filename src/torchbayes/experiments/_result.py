@@ -34,7 +34,7 @@ class Resumable:
     """Config fields of the experiments that checkpoint (subclass it; call
     ``super().__post_init__()``)."""
 
-    checkpoint_every: int = 1  # epochs (mushroom: interactions) between checkpoints; 0: the end
+    checkpoint_every: int = 1  # epochs (mushroom: interactions, regression: steps); 0: the end
     resume: bool = False  # continue from OUT/checkpoints instead of starting afresh
     keep_checkpoints: bool = False  # keep OUT/checkpoints (states, samples) after the run
 
@@ -58,15 +58,29 @@ class Result:
         return dataclasses.asdict(self)
 
 
-def prepare_output(out: str | os.PathLike) -> Path:
-    """Create ``out`` and prove it is writable before any training starts."""
+MIN_FREE_BYTES = 64 * 2**20  # below this a run would die at its first checkpoint or plot
+_PROBE_BYTES = 2**20
+
+
+def prepare_output(out: str | os.PathLike, min_free_bytes: int = MIN_FREE_BYTES) -> Path:
+    """Create ``out`` and prove it is writable before any training starts: a 1 MiB probe file
+    must be written and flushed (an empty file can be created on a full disk), and the file
+    system must have ``min_free_bytes`` free."""
     path = Path(out)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
-            pass
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-") as probe:
+            probe.write(bytes(_PROBE_BYTES))
+            probe.flush()
+            os.fsync(probe.fileno())
     except OSError as err:
         raise OSError(f"output folder {str(path)!r} is not writable: {err}") from err
+    free = shutil.disk_usage(path).free
+    if free < min_free_bytes:
+        raise OSError(
+            f"output folder {str(path)!r} is on a disk with {free / 2**20:.1f} MiB free; "
+            f"a run needs at least {min_free_bytes / 2**20:.0f} MiB for checkpoints and results"
+        )
     return path
 
 

@@ -31,13 +31,13 @@ from ..data import load_images
 from ..data.images import IMAGE_DATASETS
 from ..nn.convert import bayesian_layers
 from . import mnist_vd
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 ESTIMATORS = ("local", "per_example", "reparameterize", "flipout", "mean")
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -51,6 +51,7 @@ class Config:
     estimators: tuple[str, ...] = ESTIMATORS
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.one_of("dataset", self.dataset, IMAGE_DATASETS)
         _checks.at_least("hidden", self.hidden, 1)
         _checks.at_least("batch_size", self.batch_size, 1)
@@ -106,27 +107,34 @@ def run(config: Config, out: str | Path) -> Result:
     if config.train_subset:
         x, y = x[: config.train_subset], y[: config.train_subset]
     vd = mnist_vd.Config(lr=config.lr, batch_size=config.batch_size)
-    metrics: dict[str, dict[str, dict[str, float]]] = {e: {} for e in config.estimators}
-    timings: dict[str, float] = {}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         generator = torch.Generator().manual_seed(config.seed)
         model = mnist_vd.dropout_mlp("vd-b", config.hidden, vd, x[0].numel())
         trainer = mnist_vd.Trainer(model, vd, len(x))
-        done = 0
-        for epochs in config.checkpoints:
-            seconds = trainer.epochs((x, y), epochs - done, generator, f"vd-b to epoch {epochs}")
-            timings[f"train_to_{epochs}_s"] = seconds
-            done = epochs
+        saved = out_dir / "checkpoints" / "vd-b.pt"
+        trainer.resumable(saved, generator, config.resume, config.checkpoint_every)
+        trainer.history.setdefault("variance", {e: {} for e in config.estimators})
+        trainer.history.setdefault("timings", {})
+
+        def measure_at_checkpoint() -> None:
+            epochs = trainer.epoch
+            if epochs not in config.checkpoints:
+                return
+            trainer.history["timings"][f"train_to_{epochs}_s"] = trainer.seconds
             batches = [
                 torch.randperm(len(x), generator=generator)[: config.batch_size]
                 for _ in range(config.repeats)
             ]
             for estimator in config.estimators:
                 torch.manual_seed(config.seed + epochs)
-                metrics[estimator][str(epochs)] = gradient_variance(
+                trainer.history["variance"][estimator][str(epochs)] = gradient_variance(
                     model, estimator, (x, y), batches
                 )
+
+        remaining = config.checkpoints[-1] - trainer.epoch
+        trainer.epochs((x, y), remaining, generator, "vd-b", after_epoch=measure_at_checkpoint)
+        metrics, timings = trainer.history["variance"], trainer.history["timings"]
     plot = out_dir / "gradient_variance.png"
     _plot(plot, metrics, config)
     result = Result(
@@ -137,7 +145,7 @@ def run(config: Config, out: str | Path) -> Result:
         files={"plot": str(plot)},
     )
     result.report = _report(result)
-    write_result(result, out_dir)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 

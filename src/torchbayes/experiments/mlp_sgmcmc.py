@@ -30,6 +30,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import _checks
+from ..checkpoint import Checkpoint
 from ..collect import Collector
 from ..data import load_digits
 from ..distributed import gather_samples, rank_seed
@@ -38,14 +39,14 @@ from ..posterior import SampleSet
 from ..predict import sample_outputs
 from ..samplers import PSGLD, SGHMC, SGLD, SGNHT
 from ..vi import check_finite
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 METHODS = ("sgd", "rmsprop", "sgld", "psgld", "sghmc", "sgnht")
 DISTRIBUTED = True  # under torchrun: one chain per rank, samples pooled
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -68,6 +69,7 @@ class Config:
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.at_least("epochs", self.epochs, 1)
         _checks.at_least("burn_in_epochs", self.burn_in_epochs, 0)
         _checks.at_least("batch_size", self.batch_size, 1)
@@ -109,7 +111,18 @@ def averaged_curves(logits: Tensor, targets: Tensor) -> tuple[list[float], list[
     return error.tolist(), nll.squeeze(-1).mean(-1).tolist()
 
 
-def _train(name: str, config: Config, data, generator: torch.Generator) -> tuple[Collector, float]:
+def _train(
+    name: str,
+    config: Config,
+    data,
+    generator: torch.Generator,
+    checkpoint: Path | None = None,
+) -> tuple[Collector, float]:
+    """Train ``name`` for ``config.epochs``; returns its collector and the training seconds.
+
+    With ``checkpoint`` (a file path) the run is saved every ``config.checkpoint_every``
+    epochs and at the end, its samples kept as files beside it; with ``config.resume`` it
+    continues from the last save (a finished run is only reloaded)."""
     x_train, y_train = data[0], data[1]
     n = len(x_train)
     steps_per_epoch = math.ceil(n / config.batch_size)
@@ -121,9 +134,18 @@ def _train(name: str, config: Config, data, generator: torch.Generator) -> tuple
         net,
         burn_in=config.burn_in_epochs * steps_per_epoch,
         thin=Collector.epochs(config.thin_epochs, steps_per_epoch),
+        directory=checkpoint.with_suffix(".samples") if checkpoint else None,
     )
-    start, step = time.perf_counter(), 0
-    for _ in tqdm(range(config.epochs), desc=name, leave=False, mininterval=0.5):
+    saver, first_epoch, done = None, 0, {}
+    if checkpoint is not None:
+        objects = {"model": net, "optimizer": opt, "collector": collector, "generator": generator}
+        saver = Checkpoint(checkpoint, objects, config.checkpoint_every)
+        if config.resume:
+            first_epoch, done = saver.restore()
+    start = time.perf_counter() - done.get("seconds", 0.0)
+    step = first_epoch * steps_per_epoch
+    epochs = range(first_epoch, config.epochs)
+    for epoch in tqdm(epochs, desc=name, leave=False, mininterval=0.5):
         order = torch.randperm(n, generator=generator)
         for batch in order.split(config.batch_size):
             opt.zero_grad(set_to_none=True)
@@ -133,6 +155,9 @@ def _train(name: str, config: Config, data, generator: torch.Generator) -> tuple
             opt.step()
             collector.step()
             step += 1
+        if saver is not None:
+            seconds = time.perf_counter() - start
+            saver.step(epoch + 1, final=epoch + 1 == config.epochs, seconds=seconds)
     return collector, time.perf_counter() - start
 
 
@@ -191,7 +216,8 @@ def _report(result: Result) -> str:
 
 def run(config: Config, out: str | Path) -> Result:
     chains = dist.get_world_size() if dist.is_initialized() else 1
-    leader = not dist.is_initialized() or dist.get_rank() == 0
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    leader = rank == 0
     out_dir = prepare_output(out) if leader else Path(out)
     data = load_digits(seed=config.seed)
     x_test, y_test = data[2], data[3]
@@ -200,7 +226,8 @@ def run(config: Config, out: str | Path) -> Result:
         for i, name in enumerate(config.methods):
             torch.manual_seed(config.seed)  # the same initial network for every method
             generator = torch.Generator().manual_seed(rank_seed(config.seed * 1000 + i))
-            collector, seconds = _train(name, config, data, generator)
+            saved = out_dir / "checkpoints" / f"{name}-rank{rank}.pt"
+            collector, seconds = _train(name, config, data, generator, saved)
             timings[f"{name}_train_s"] = seconds
             posterior = SampleSet(collector.model, gather_samples(collector.samples()))
             logits = sample_outputs(posterior, x_test, len(posterior))
@@ -227,7 +254,7 @@ def run(config: Config, out: str | Path) -> Result:
     result.report = _report(result)
     if leader:
         _plot(plot, curves)
-        write_result(result, out_dir)
+        write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 

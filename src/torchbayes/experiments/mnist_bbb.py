@@ -78,6 +78,7 @@ class Config(Resumable):
     prune_fractions: tuple[float, ...] = (0.0, 0.5, 0.75, 0.95, 0.98)
     prune_thresholds: tuple[float, ...] = (0.5, 0.83, 1.0, 2.0)
     retrain_epochs: int = 1  # Adam epochs on the pruned posterior-mean net; 0 = no retraining
+    retrain_lr: float = 1e-3  # Adam's step size when retraining (a fine-tune wants less than lr)
     train_subset: int = 0  # 0 = every training example
 
     def __post_init__(self) -> None:
@@ -95,6 +96,7 @@ class Config(Resumable):
         _checks.at_least("test_samples", self.test_samples, 1)
         _checks.at_least("train_subset", self.train_subset, 0)
         _checks.at_least("retrain_epochs", self.retrain_epochs, 0)
+        _checks.positive("retrain_lr", self.retrain_lr)
         for f in self.prune_fractions:
             _checks.probability("prune_fractions", f)
         for t in self.prune_thresholds:
@@ -166,7 +168,7 @@ def retrain_pruned(
     pruning)."""
     network = copy.deepcopy(network).train()
     handles = hold_masks(network, masks)
-    optimizer = torch.optim.Adam(network.parameters(), lr=config.lr)
+    optimizer = torch.optim.Adam(network.parameters(), lr=config.retrain_lr)
     x, y = data
     for _ in range(config.retrain_epochs):
         for batch in torch.randperm(len(x), generator=generator).split(config.batch_size):
@@ -366,8 +368,8 @@ def _report(result: Result) -> str:
                 f"{dl['complexity_bits']:.0f} bits; {dl['bits_per_weight']:.3f} bits/weight; "
                 f"compression ratio {dl['compression_ratio']:.3f}.",
                 "",
-                f"Retrained: {c['retrain_epochs']} Adam epoch(s) on the pruned posterior-mean "
-                "network with the pruned weights held at zero.",
+                f"Retrained: {c['retrain_epochs']} Adam epoch(s) at lr {c['retrain_lr']:g} on "
+                "the pruned posterior-mean network with the pruned weights held at zero.",
                 "",
                 "| removed by SNR | test error % | retrained | bits / kept weight "
                 "| stored (of dense) |",

@@ -228,13 +228,15 @@ class Trainer:
         desc: str = "",
         after_epoch: Callable[[], None] | None = None,
     ) -> float:
-        """Train ``count`` epochs over ``data`` = (x, y); returns the seconds taken.
+        """Train ``count`` epochs over ``data`` = (x, y); returns the seconds of training
+        (``seconds`` keeps the total over every call and resume).
 
-        ``after_epoch`` runs at the end of each epoch, before its checkpoint (e.g. to append
-        a test error to ``history``)."""
+        ``after_epoch`` runs at the end of each epoch, before its checkpoint and outside the
+        timed training (e.g. to append a test error to ``history``)."""
         x, y = data
-        start = time.perf_counter()
+        before = self.seconds
         for _ in tqdm(range(count), desc=desc, leave=False, mininterval=1):
+            start = time.perf_counter()
             order = torch.randperm(len(x), generator=generator)
             for i, batch in enumerate(order.split(self.batch_size)):
                 self.optimizer.zero_grad(set_to_none=True)
@@ -247,14 +249,14 @@ class Trainer:
                     refit_priors(self.model)
                 self.step += 1
             self.epoch += 1
+            self.seconds += time.perf_counter() - start
             if after_epoch is not None:
                 after_epoch()
             if self._saver is not None:
-                seconds = self.seconds + time.perf_counter() - start
-                self._saver.step(self.epoch, step=self.step, seconds=seconds, history=self.history)
-        seconds = time.perf_counter() - start
-        self.seconds += seconds
-        return seconds
+                self._saver.step(
+                    self.epoch, step=self.step, seconds=self.seconds, history=self.history
+                )
+        return self.seconds - before
 
 
 def evaluate(model: nn.Module, x: Tensor, y: Tensor, samples: int, generator) -> dict[str, float]:

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
+from ..checkpoint import Checkpoint
 from ..collect import Collector
 from ..data import load_images
 from ..data.images import IMAGE_DATASETS
@@ -52,13 +53,13 @@ from ..priors import Uniform
 from ..samplers import SGLD, GradientUncertainty
 from ..variational import BernoulliDropout
 from ..vi import check_finite
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 METHODS = ("sgd", "mc-dropout", "sgld", "gradient-uncertainty")
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings; defaults are the README's run, ``quick()`` the CI preset."""
 
     seed: int = 0
@@ -79,6 +80,7 @@ class Config:
     test_subset: int = 0  # 0 = the whole test set
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.one_of("dataset", self.dataset, IMAGE_DATASETS)
         for m in self.methods:
             _checks.one_of("methods", m, METHODS)
@@ -144,8 +146,14 @@ class Trained:
     kept_samples: int = 1
 
 
-def train(method: str, config: Config, x: Tensor, y: Tensor, seed: int) -> Trained:
-    """Train one method on (x, y); returns its posterior and the training statistics."""
+def train(
+    method: str, config: Config, x: Tensor, y: Tensor, seed: int, checkpoint: Path | None = None
+) -> Trained:
+    """Train one method on (x, y); returns its posterior and the training statistics.
+
+    With ``checkpoint`` (a file path) the run is saved every ``config.checkpoint_every``
+    epochs and at the end, its samples kept as files beside it; with ``config.resume`` it
+    continues from the last save."""
     torch.manual_seed(seed)
     model = mc_dropout_cnn(config.dropout) if method == "mc-dropout" else five_layer_cnn()
     n = len(x)
@@ -154,16 +162,17 @@ def train(method: str, config: Config, x: Tensor, y: Tensor, seed: int) -> Train
     sampling_steps = (config.epochs - config.burn_in_epochs) * steps_per_epoch
     noise = torch.Generator().manual_seed(seed + 1)
     collector, norms = None, None
+    samples_dir = checkpoint.with_suffix(".samples") if checkpoint else None
     if method in ("sgd", "mc-dropout"):
         optimizer = torch.optim.SGD(
             model.parameters(), lr=config.lr, weight_decay=config.prior_precision / n
         )
     elif method == "sgld":
         thin = max(1, sampling_steps // config.sgld_samples)
-        collector = Collector(model, burn_in=burn_in, thin=thin)
+        collector = Collector(model, burn_in=burn_in, thin=thin, directory=samples_dir)
         optimizer = SGLD(model.parameters(), config.lr, n, config.prior_precision, generator=noise)
     else:
-        collector = Collector(model, burn_in=burn_in)
+        collector = Collector(model, burn_in=burn_in, directory=samples_dir)
         norms = PerExampleGradNorms(model)
         optimizer = GradientUncertainty(
             model.parameters(),
@@ -177,9 +186,19 @@ def train(method: str, config: Config, x: Tensor, y: Tensor, seed: int) -> Train
             collector=collector,
         )
     order_generator = torch.Generator().manual_seed(seed)
-    step, start = 0, time.perf_counter()
+    saver, first_epoch, done = None, 0, {}
+    if checkpoint is not None:
+        objects = {"model": model, "optimizer": optimizer, "order": order_generator, "noise": noise}
+        if collector is not None:
+            objects["collector"] = collector
+        saver = Checkpoint(checkpoint, objects, config.checkpoint_every)
+        if config.resume:
+            first_epoch, done = saver.restore()
+    step = first_epoch * steps_per_epoch
+    start = time.perf_counter() - done.get("seconds", 0.0)
     model.train()
-    for _ in tqdm(range(config.epochs), desc=method, leave=False, mininterval=2):
+    epochs = range(first_epoch, config.epochs)
+    for epoch in tqdm(epochs, desc=method, leave=False, mininterval=2):
         for batch in torch.randperm(n, generator=order_generator).split(config.batch_size):
             optimizer.zero_grad(set_to_none=True)
             if norms is not None:
@@ -194,6 +213,9 @@ def train(method: str, config: Config, x: Tensor, y: Tensor, seed: int) -> Train
                 if collector is not None:
                     collector.step()
             step += 1
+        if saver is not None:
+            seconds = time.perf_counter() - start
+            saver.step(epoch + 1, final=epoch + 1 == config.epochs, seconds=seconds)
     seconds = time.perf_counter() - start
     if norms is not None:
         norms.remove()
@@ -239,7 +261,8 @@ def run(config: Config, out: str | Path) -> Result:
     with torch.random.fork_rng(devices=[]):
         for i, method in enumerate(config.methods):
             seed = config.seed * 1000 + i
-            trained = train(method, config, x, y, seed)
+            saved = out_dir / "checkpoints" / f"{method}.pt"
+            trained = train(method, config, x, y, seed, saved)
             start = time.perf_counter()
             inside = predictive(trained.posterior, x_test, config, seed)
             outside = predictive(trained.posterior, ood_images, config, seed)
@@ -280,7 +303,7 @@ def run(config: Config, out: str | Path) -> Result:
         files=files,
     )
     result.report = _report(result)
-    write_result(result, out_dir)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
 
 

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
+from ..checkpoint import Checkpoint
 from ..models import mlp
 from ..nn import to_bayesian
 from ..posterior import Posterior, SampleSet, VariationalPosterior
@@ -36,11 +37,11 @@ from ..predict import RegressionPrediction, noise_std_from_output, predict_regre
 from ..priors import Gaussian
 from ..variational import DiagonalGaussian
 from ..vi import FreeEnergy, check_finite
-from ._result import Result, prepare_output, write_result
+from ._result import Result, Resumable, prepare_output, write_result
 
 
 @dataclass
-class Config:
+class Config(Resumable):
     """Settings of the regression demo; defaults are the README's run."""
 
     seed: int = 0
@@ -60,8 +61,10 @@ class Config:
     train_samples: int = 2
     predict_samples: int = 500
     grid_points: int = 300
+    checkpoint_every: int = 500  # full-batch steps between checkpoints; 0: only at the end
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checks.at_least("num_train", self.num_train, 2)
         _checks.at_least("steps", self.steps, 1)
         _checks.at_least("predict_samples", self.predict_samples, 2)
@@ -142,13 +145,23 @@ def _fit(
     config: Config,
     label: str,
     free_energy: FreeEnergy | None,
+    checkpoint: Path | None = None,
 ) -> list[float]:
+    """Full-batch Adam on the NLL (``free_energy`` None) or the free energy; returns the
+    losses. With ``checkpoint`` the run is saved every ``config.checkpoint_every`` steps and
+    at the end; with ``config.resume`` it continues from the last save."""
     params = list(network.parameters()) + list(noise.parameters())
     optimizer = torch.optim.Adam(params, lr=config.lr)
     # Annealing matters for BBB: its gradient noise keeps a constant-rate Adam bouncing.
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.steps, config.lr / 100)
-    losses = []
-    for step in tqdm(range(config.steps), desc=label, leave=False, mininterval=0.5):
+    saver, first, done = None, 0, {}
+    if checkpoint is not None:
+        objects = {"network": network, "noise": noise, "optimizer": optimizer, "lr": schedule}
+        saver = Checkpoint(checkpoint, objects, config.checkpoint_every)
+        if config.resume:
+            first, done = saver.restore()
+    losses = list(done.get("losses", []))
+    for step in tqdm(range(first, config.steps), desc=label, leave=False, mininterval=0.5):
         optimizer.zero_grad(set_to_none=True)
         if free_energy is None:
             loss = noise.nll(network(x), y)
@@ -161,6 +174,8 @@ def _fit(
         optimizer.step()
         schedule.step()
         losses.append(float(loss.detach()))
+        if saver is not None:
+            saver.step(step + 1, final=step + 1 == config.steps, losses=losses)
     return losses
 
 
@@ -300,12 +315,13 @@ def run(config: Config, out: str | Path) -> Result:
         )
 
         start = time.perf_counter()
-        _fit(plain, noise_plain, x, y, config, "plain MLP", None)
+        saved = out_dir / "checkpoints"
+        _fit(plain, noise_plain, x, y, config, "plain MLP", None, saved / "plain.pt")
         timings["plain_train_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
         free_energy = FreeEnergy(num_data=config.num_train, num_batches=1)
-        _fit(bbb, noise_bbb, x, y, config, "Bayes by Backprop", free_energy)
+        _fit(bbb, noise_bbb, x, y, config, "Bayes by Backprop", free_energy, saved / "bbb.pt")
         timings["bbb_train_s"] = time.perf_counter() - start
 
     posteriors = {
@@ -336,5 +352,5 @@ def run(config: Config, out: str | Path) -> Result:
         files={"plot": str(plot)},
     )
     result.report = _report(result)
-    write_result(result, out_dir)
+    write_result(result, out_dir, config.keep_checkpoints)
     return result
