@@ -31,9 +31,14 @@ def interleaved_medians(
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def benchmark_args(description: str, default_steps: int) -> argparse.Namespace:
-    """--steps/--rounds/--threads/--json, and the thread count applied."""
+def benchmark_args(
+    description: str, default_steps: int, flags: dict[str, str] | None = None
+) -> argparse.Namespace:
+    """--steps/--rounds/--threads/--json plus boolean ``flags`` (name → help), and the thread
+    count applied."""
     parser = argparse.ArgumentParser(description=description)
+    for name, text in (flags or {}).items():
+        parser.add_argument(f"--{name}", action="store_true", help=text)
     parser.add_argument("--steps", type=int, default=default_steps)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)

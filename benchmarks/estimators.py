@@ -4,7 +4,8 @@
 MNIST-shaped data, CPU. Every estimator trains the same network; the table gives median
 ms/step and the ratio to the deterministic network, timed in interleaved rounds.
 
-    python benchmarks/estimators.py [--steps 200] [--rounds 5] [--threads 2] [--json out.json]
+    python benchmarks/estimators.py [--steps 200] [--rounds 5] [--threads 2] [--fused-adam]
+                                    [--json out.json]
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from torchbayes.priors import Gaussian
 NUM_DATA, BATCH = 60_000, 128
 
 
-def step_fn(x: torch.Tensor, y: torch.Tensor, estimator: str | None) -> Callable[[], None]:
+def step_fn(
+    x: torch.Tensor, y: torch.Tensor, estimator: str | None, fused: bool = False
+) -> Callable[[], None]:
     """One Adam step of the plain MLP (``None``) or its Bayesian twin with ``estimator``."""
     net = mlp(784, [400, 400], 10)
     if estimator is not None:
         net = to_bayesian(net, prior=Gaussian(0.0, 1.0), estimator=estimator)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, fused=fused)
     free_energy = FreeEnergy(NUM_DATA, NUM_DATA // BATCH)
     counter = iter(range(10**9))
 
@@ -45,10 +48,11 @@ def step_fn(x: torch.Tensor, y: torch.Tensor, estimator: str | None) -> Callable
 
 
 def main() -> None:
-    args = benchmark_args(__doc__.splitlines()[0], default_steps=200)
+    flags = {"fused-adam": "Adam(fused=True) for every variant (one kernel per step)"}
+    args = benchmark_args(__doc__.splitlines()[0], default_steps=200, flags=flags)
     x, y = torch.randn(BATCH, 784), torch.randint(10, (BATCH,))
-    variants = {"plain": step_fn(x, y, None)}
-    variants.update({name: step_fn(x, y, name) for name in ESTIMATORS})
+    variants = {"plain": step_fn(x, y, None, args.fused_adam)}
+    variants.update({name: step_fn(x, y, name, args.fused_adam) for name in ESTIMATORS})
     medians = interleaved_medians(variants, args.steps, args.rounds)
     plain = medians["plain"]
     print(f"{'estimator':<16} {'ms/step':>8} {'x plain':>8}")

@@ -8,6 +8,7 @@ import os
 import platform
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import torch
 
 from .. import _checks
+from ..checkpoint import Checkpoint
 
 
 def library_versions() -> dict[str, str]:
@@ -40,6 +42,19 @@ class Resumable:
 
     def __post_init__(self) -> None:
         _checks.at_least("checkpoint_every", self.checkpoint_every, 0)
+
+    def checkpoint(
+        self, path: Path | None, objects: Mapping[str, Any]
+    ) -> tuple[Checkpoint | None, int, dict[str, Any]]:
+        """A :class:`Checkpoint` of ``objects`` (``None`` values left out) at ``path``, saving
+        every ``checkpoint_every``, restored when ``resume``. Returns ``(saver, position,
+        extra)``; ``(None, 0, {})`` when ``path`` is ``None`` (no checkpointing)."""
+        if path is None:
+            return None, 0, {}
+        kept = {name: obj for name, obj in objects.items() if obj is not None}
+        saver = Checkpoint(path, kept, self.checkpoint_every)
+        position, extra = saver.restore() if self.resume else (0, {})
+        return saver, position, extra
 
 
 @dataclass

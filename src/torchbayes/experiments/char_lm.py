@@ -32,7 +32,6 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
-from ..checkpoint import Checkpoint
 from ..collect import SELECTIONS, Collector
 from ..data import CharCorpus, load_text, random_windows, stream_batches
 from ..data.text import CORPORA
@@ -150,14 +149,9 @@ def train(
         thin=Collector.epochs(config.thin_epochs, per_epoch),
         directory=checkpoint.with_suffix(".samples") if checkpoint else None,
     )
-    saver, first_epoch, done = None, 0, {}
-    if checkpoint is not None:
-        objects = {"model": model, "optimizer": optimizer, "collector": collector}
-        if scheduler is not None:
-            objects["scheduler"] = scheduler
-        saver = Checkpoint(checkpoint, {**objects, "generator": generator}, config.checkpoint_every)
-        if config.resume:
-            first_epoch, done = saver.restore()
+    objects = {"model": model, "optimizer": optimizer, "collector": collector}
+    objects.update(scheduler=scheduler, generator=generator)
+    saver, first_epoch, done = config.checkpoint(checkpoint, objects)
     guard = FiniteGuard(model, skip=config.skip_non_finite)
     guard.skipped = done.get("skipped", 0)
     model.train()

@@ -30,7 +30,6 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import _checks
-from ..checkpoint import Checkpoint
 from ..collect import Collector
 from ..data import load_digits
 from ..distributed import gather_samples, rank_seed
@@ -136,12 +135,8 @@ def _train(
         thin=Collector.epochs(config.thin_epochs, steps_per_epoch),
         directory=checkpoint.with_suffix(".samples") if checkpoint else None,
     )
-    saver, first_epoch, done = None, 0, {}
-    if checkpoint is not None:
-        objects = {"model": net, "optimizer": opt, "collector": collector, "generator": generator}
-        saver = Checkpoint(checkpoint, objects, config.checkpoint_every)
-        if config.resume:
-            first_epoch, done = saver.restore()
+    objects = {"model": net, "optimizer": opt, "collector": collector, "generator": generator}
+    saver, first_epoch, done = config.checkpoint(checkpoint, objects)
     start = time.perf_counter() - done.get("seconds", 0.0)
     step = first_epoch * steps_per_epoch
     epochs = range(first_epoch, config.epochs)

@@ -38,7 +38,6 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
-from ..checkpoint import Checkpoint
 from ..collect import Collector
 from ..data import load_images
 from ..data.images import IMAGE_DATASETS
@@ -186,14 +185,8 @@ def train(
             collector=collector,
         )
     order_generator = torch.Generator().manual_seed(seed)
-    saver, first_epoch, done = None, 0, {}
-    if checkpoint is not None:
-        objects = {"model": model, "optimizer": optimizer, "order": order_generator, "noise": noise}
-        if collector is not None:
-            objects["collector"] = collector
-        saver = Checkpoint(checkpoint, objects, config.checkpoint_every)
-        if config.resume:
-            first_epoch, done = saver.restore()
+    objects = {"model": model, "optimizer": optimizer, "order": order_generator, "noise": noise}
+    saver, first_epoch, done = config.checkpoint(checkpoint, {**objects, "collector": collector})
     step = first_epoch * steps_per_epoch
     start = time.perf_counter() - done.get("seconds", 0.0)
     model.train()

@@ -29,7 +29,6 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
-from ..checkpoint import Checkpoint
 from ..models import mlp
 from ..nn import to_bayesian
 from ..posterior import Posterior, SampleSet, VariationalPosterior
@@ -154,12 +153,8 @@ def _fit(
     optimizer = torch.optim.Adam(params, lr=config.lr)
     # Annealing matters for BBB: its gradient noise keeps a constant-rate Adam bouncing.
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.steps, config.lr / 100)
-    saver, first, done = None, 0, {}
-    if checkpoint is not None:
-        objects = {"network": network, "noise": noise, "optimizer": optimizer, "lr": schedule}
-        saver = Checkpoint(checkpoint, objects, config.checkpoint_every)
-        if config.resume:
-            first, done = saver.restore()
+    objects = {"network": network, "noise": noise, "optimizer": optimizer, "lr": schedule}
+    saver, first, done = config.checkpoint(checkpoint, objects)
     losses = list(done.get("losses", []))
     for step in tqdm(range(first, config.steps), desc=label, leave=False, mininterval=0.5):
         optimizer.zero_grad(set_to_none=True)

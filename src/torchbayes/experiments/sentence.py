@@ -39,7 +39,6 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import _checks
-from ..checkpoint import Checkpoint
 from ..collect import Collector
 from ..data.sentence import SENTENCE_SETS, Vocabulary, cv_folds, load_sentences
 from ..models import SentenceClassifier
@@ -214,13 +213,9 @@ def train(
         thin=Collector.epochs(config.thin_epochs, per_epoch),
         directory=checkpoint.with_suffix(".samples") if checkpoint else None,
     )
-    saver, first_epoch, done = None, 0, {}
-    if checkpoint is not None:
-        objects = {"model": model, "optimizer": optimizer, "collector": collector}
-        generators = {"batches": generator, "noise": noise}
-        saver = Checkpoint(checkpoint, {**objects, **generators}, config.checkpoint_every)
-        if config.resume:
-            first_epoch, done = saver.restore()
+    objects = {"model": model, "optimizer": optimizer, "collector": collector}
+    generators = {"batches": generator, "noise": noise}
+    saver, first_epoch, done = config.checkpoint(checkpoint, {**objects, **generators})
     guard = FiniteGuard(model, skip=config.skip_non_finite)
     guard.skipped = done.get("skipped", 0)
     model.train()

@@ -150,7 +150,7 @@ class BayesianLayer(nn.Module):
         if self.weight_posterior.noise_on_inputs:
             return self._noisy_inputs(x, means, stds)
         mean = self._apply_weights(x, **means)
-        var = self._apply_weights(x * x, **{k: v * v for k, v in stds.items()})
+        var = self._apply_weights(x.square(), **{k: v.square() for k, v in stds.items()})
         return torch.addcmul(mean, var.clamp_min(1e-16).sqrt(), torch.randn_like(mean))
 
     def _noisy_inputs(self, x: Tensor, means: dict[str, Tensor], stds: dict[str, Tensor]) -> Tensor:
