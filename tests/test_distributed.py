@@ -19,7 +19,13 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from torchbayes.collect import Collector
-from torchbayes.distributed import assert_replicas_identical, gather_samples, rank_generator
+from torchbayes.distributed import (
+    assert_replicas_identical,
+    average_gradients,
+    gather_samples,
+    rank_generator,
+)
+from torchbayes.experiments import mnist_vd
 from torchbayes.nn import model_kl, to_bayesian
 from torchbayes.posterior import SampleSet
 from torchbayes.samplers import SGLD
@@ -112,6 +118,45 @@ def _worker(rank: int, port: int, job: str):
         dist.destroy_process_group()
 
 
+def _train_vi(method: str, epochs: int = 2) -> nn.Module:
+    """mnist_vd's Adam Trainer on a small random problem (96 examples, batches of 32)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(96, 20), torch.randint(10, (96,))
+    config = mnist_vd.Config(batch_size=32, lr=1e-2)
+    model = mnist_vd.dropout_mlp(method, 16, config, in_features=20)
+    trainer = mnist_vd.Trainer(model, config, len(x))
+    trainer.epochs((x, y), epochs, torch.Generator().manual_seed(1))
+    return model
+
+
+def _trainer_worker(rank: int, port: int, reference: dict):
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
+    )
+    torch.set_num_threads(1)
+    try:
+        # Noise-free: half a minibatch per rank, gradients averaged == the whole minibatch.
+        model = _train_vi("none")
+        for name, value in model.state_dict().items():
+            torch.testing.assert_close(value, reference[name], rtol=1e-5, atol=1e-6)
+        # With weight noise each rank draws its own; the replicas still stay identical.
+        assert_replicas_identical(_train_vi("vd-b"))
+        grads = [torch.full((3,), float(rank)), torch.full((2, 2), 2.0 * rank)]
+        params = [nn.Parameter(torch.zeros_like(g)) for g in grads]
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        average_gradients(params)
+        assert params[0].grad.tolist() == [0.5] * 3 and params[1].grad.eq(1.0).all()
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_data_parallel_vi_trainer_matches_one_process_on_the_whole_minibatch():
+    reference = _train_vi("none").state_dict()
+    mp.spawn(_trainer_worker, args=(_free_port(), reference), nprocs=WORLD, join=True)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -148,7 +193,7 @@ def test_the_documented_torchrun_command_runs(mode):
     assert f"mode={mode} ranks=2 samples={samples} test accuracy=" in out
 
 
-def test_torchbayes_run_under_torchrun_pools_one_chain_per_rank(tmp_path):
+def test_torchbayes_run_under_torchrun_chains_and_data_parallel_vi(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     run = ["-m", "torchbayes", "run", "mlp-sgmcmc", "--quick", "--set", "methods=sgld,sgd"]
     single = [sys.executable, *run, "--out", str(tmp_path / "one")]
@@ -162,6 +207,15 @@ def test_torchbayes_run_under_torchrun_pools_one_chain_per_rank(tmp_path):
     assert two["config"]["chains"] == 2
     for method in ("sgld", "sgd"):
         assert two["metrics"][method]["samples"] == 2 * one["metrics"][method]["samples"]
+    vd = ["-m", "torchbayes", "run", "mnist-vd", "--quick", "--set", "methods=vd-b"]
+    vd += ["--set", "hidden_sizes=32", "--set", "epochs=1", "--set", "train_subset=512"]
+    torchrun[-1] = str(_free_port())
+    subprocess.run(
+        [*torchrun, *vd, "--out", str(tmp_path / "vd")], env=env, check=True, capture_output=True
+    )
+    written = json.loads((tmp_path / "vd" / "result.json").read_text())
+    assert written["versions"]["processes"] == "2"
+    assert 0.0 < written["metrics"]["vd-b"]["32"]["mean_error"] < 0.9
     regression = ["-m", "torchbayes", "run", "regression", "--quick", "--out", str(tmp_path)]
     refused = subprocess.run(
         [sys.executable, *regression],

@@ -27,10 +27,15 @@ from torch import Tensor, nn
 
 __all__ = [
     "assert_replicas_identical",
+    "average_gradients",
     "gather_samples",
     "init_from_environment",
+    "is_leader",
+    "rank",
     "rank_generator",
     "rank_seed",
+    "shard",
+    "world_size",
 ]
 
 _RANK_STRIDE = 1_000_003  # a prime, so rank seeds never collide with nearby user seeds
@@ -38,6 +43,48 @@ _RANK_STRIDE = 1_000_003  # a prime, so rank seeds never collide with nearby use
 
 def _rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def rank() -> int:
+    """This process's rank in the group (0 without one)."""
+    return _rank()
+
+
+def world_size() -> int:
+    """Processes in the group (1 without one)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def is_leader() -> bool:
+    """Whether this process writes results: rank 0, or the only process."""
+    return _rank() == 0
+
+
+def shard(batch: Tensor) -> Tensor:
+    """This rank's share of a minibatch's indices (every ``world_size``-th, from ``rank``):
+    the ranks together cover the batch once, in near-equal parts."""
+    return batch[_rank() :: world_size()]
+
+
+@torch.no_grad()
+def average_gradients(params: Iterable[Tensor], group: dist.ProcessGroup | None = None) -> None:
+    """Replace every ``.grad`` by its mean over the ranks, in one all-reduce of one flat buffer
+    (what ``DistributedDataParallel`` does, without wrapping the model — so terms computed
+    outside ``forward``, such as a KL, are averaged too). No-op without a process group.
+
+    With each rank's loss a mean over its shard, the average is the gradient of the combined
+    minibatch (exactly so when the shards are equal in size)."""
+    world = world_size()
+    if world == 1:
+        return
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    flat.div_(world)
+    parts = flat.split([g.numel() for g in grads])
+    torch._foreach_copy_(grads, [part.view_as(g) for part, g in zip(parts, grads, strict=True)])
 
 
 def rank_seed(seed: int) -> int:

@@ -17,6 +17,7 @@ import torch
 
 from .. import _checks
 from ..checkpoint import Checkpoint
+from ..distributed import is_leader, world_size
 
 
 def library_versions() -> dict[str, str]:
@@ -28,6 +29,7 @@ def library_versions() -> dict[str, str]:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "threads": str(torch.get_num_threads()),
+        "processes": str(world_size()),  # > 1 under torchrun
     }
 
 
@@ -80,8 +82,10 @@ _PROBE_BYTES = 2**20
 def prepare_output(out: str | os.PathLike, min_free_bytes: int = MIN_FREE_BYTES) -> Path:
     """Create ``out`` and prove it is writable before any training starts: a 1 MiB probe file
     must be written and flushed (an empty file can be created on a full disk), and the file
-    system must have ``min_free_bytes`` free."""
+    system must have ``min_free_bytes`` free. Under torchrun only rank 0 checks (and writes)."""
     path = Path(out)
+    if not is_leader():
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-") as probe:
@@ -108,7 +112,9 @@ def _atomic_write(path: Path, text: str) -> None:
 def write_result(result: Result, out: Path, keep_checkpoints: bool = True) -> None:
     """Write ``result.json`` and ``report.md`` into ``out`` (atomically, temp file + rename);
     then, unless ``keep_checkpoints``, delete ``out/checkpoints`` — a finished run has nothing
-    to resume."""
+    to resume. A no-op on every rank but 0 under torchrun."""
+    if not is_leader():
+        return
     result.files.setdefault("json", str(out / "result.json"))
     result.files.setdefault("report", str(out / "report.md"))
     _atomic_write(out / "result.json", json.dumps(result.to_json(), indent=2) + "\n")

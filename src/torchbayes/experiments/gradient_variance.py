@@ -29,11 +29,14 @@ from torch import Tensor, nn
 from .. import _checks
 from ..data import load_images
 from ..data.images import IMAGE_DATASETS
+from ..distributed import is_leader
 from ..nn.convert import bayesian_layers
 from . import mnist_vd
 from ._result import Result, Resumable, prepare_output, write_result
 
 ESTIMATORS = ("local", "per_example", "reparameterize", "flipout", "mean")
+
+DISTRIBUTED = True  # under torchrun: data-parallel (mnist_vd.Trainer), rank 0 writes
 
 
 @dataclass
@@ -136,7 +139,8 @@ def run(config: Config, out: str | Path) -> Result:
         trainer.epochs((x, y), remaining, generator, "vd-b", after_epoch=measure_at_checkpoint)
         metrics, timings = trainer.history["variance"], trainer.history["timings"]
     plot = out_dir / "gradient_variance.png"
-    _plot(plot, metrics, config)
+    if is_leader():
+        _plot(plot, metrics, config)
     result = Result(
         name="gradient-variance",
         config={**asdict(config), "dataset_used": data.name, "train_examples": len(x)},

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from .. import _checks
 from ..data import load_images
 from ..data.images import IMAGE_DATASETS
+from ..distributed import is_leader
 from ..nn import BayesLinear, posterior_mean
 from ..posterior import VariationalPosterior
 from ..priors import Gaussian, ScaleMixture, Uniform
@@ -54,6 +55,8 @@ from .mnist_vd import Trainer, evaluate
 
 METHODS = ("sgd", "dropout", "bbb-gaussian", "bbb-mixture")
 BAYESIAN = ("bbb-gaussian", "bbb-mixture")
+
+DISTRIBUTED = True  # under torchrun: data-parallel (mnist_vd.Trainer), rank 0 writes
 
 
 @dataclass
@@ -278,7 +281,8 @@ def run(config: Config, out: str | Path, name: str = "mnist-bbb") -> Result:
                     timings[f"{method}_w{width}_prune_s"] = time.perf_counter() - start
                 metrics[method][str(width)] = scores
     plot = out_dir / "mnist_bbb.png"
-    _plot(plot, metrics, figures, config, data.name)
+    if is_leader():
+        _plot(plot, metrics, figures, config, data.name)
     result = Result(
         name=name,
         config={**asdict(config), "dataset_used": data.name, "train_examples": len(x)},

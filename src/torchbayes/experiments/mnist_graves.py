@@ -44,6 +44,8 @@ POSTERIORS = ("delta", "fixed", "adaptive")
 PRIORS = ("uniform", "laplace", "gaussian", "adaptive-laplace", "adaptive-gaussian")
 ROWS = tuple(f"{q}/{p}" for q in POSTERIORS for p in PRIORS)
 
+DISTRIBUTED = True  # under torchrun: data-parallel (mnist_vd.Trainer), rank 0 writes
+
 
 @dataclass
 class Config(Resumable):

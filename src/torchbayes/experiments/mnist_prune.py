@@ -15,6 +15,8 @@ from ._result import Result
 from .mnist_bbb import Config as _BBBConfig
 from .mnist_bbb import run as _run_bbb
 
+DISTRIBUTED = True  # under torchrun: data-parallel (mnist_vd.Trainer), rank 0 writes
+
 
 @dataclass
 class Config(_BBBConfig):

@@ -38,6 +38,7 @@ from .. import _checks
 from ..checkpoint import Checkpoint
 from ..data import load_images
 from ..data.images import IMAGE_DATASETS
+from ..distributed import average_gradients, is_leader, rank, rank_seed, shard, world_size
 from ..nn import BayesLinear, posterior_mean
 from ..nn.convert import bayesian_layers
 from ..posterior import VariationalPosterior
@@ -54,6 +55,8 @@ from ._result import Result, Resumable, prepare_output, write_result
 
 METHODS = ("none", "binary", "gaussian-a", "gaussian-b", "vd-a", "vd-a2", "vd-b")
 LEARNED = ("vd-a", "vd-a2", "vd-b")
+
+DISTRIBUTED = True  # under torchrun: data-parallel (mnist_vd.Trainer), rank 0 writes
 
 
 @dataclass
@@ -182,6 +185,12 @@ class Trainer:
     (:func:`torchbayes.priors.refit_priors`, Graves 2011 eq. 15). :meth:`resumable` makes
     every epoch end in a checkpoint (model, Adam, minibatch generator, global RNG, step,
     ``history``) and, on resume, restores the last one.
+
+    Under torchrun it trains data-parallel: every rank builds the same network and minibatch
+    order, takes every ``world_size``-th example of each minibatch, draws its own weight
+    noise (its global RNG reseeded with :func:`~torchbayes.distributed.rank_seed`) and
+    averages the gradients of the free energy before each Adam step, so the replicas stay
+    identical and the step uses world-size times the Monte Carlo samples.
     """
 
     def __init__(
@@ -203,6 +212,9 @@ class Trainer:
         self.seconds = 0.0
         self.history: dict[str, list] = {}  # per-epoch records a caller wants kept on resume
         self._saver: Checkpoint | None = None
+        self.world = world_size()
+        if self.world > 1:  # same initial network on every rank, then each its own noise
+            torch.manual_seed(rank_seed(torch.initial_seed()))
 
     def resumable(
         self, path: Path | None, generator: torch.Generator, resume: bool, every: int = 1
@@ -211,6 +223,8 @@ class Trainer:
         ``resume``, restore the last checkpoint. Returns the epochs already trained."""
         if path is None:
             return self.epoch
+        if self.world > 1:  # ranks differ in their global RNG, so each keeps its own file
+            path = path.with_name(f"{path.stem}-rank{rank()}{path.suffix}")
         objects = {"model": self.model, "optimizer": self.optimizer, "generator": generator}
         self._saver = Checkpoint(path, objects, every)
         if resume:
@@ -239,11 +253,14 @@ class Trainer:
             start = time.perf_counter()
             order = torch.randperm(len(x), generator=generator)
             for i, batch in enumerate(order.split(self.batch_size)):
+                if self.world > 1:
+                    batch = shard(batch)
                 self.optimizer.zero_grad(set_to_none=True)
                 error = F.cross_entropy(self.model(x[batch]), y[batch])
                 terms = self.free_energy(self.model, error, i)
                 check_finite(terms.loss, self.step)
                 terms.loss.backward()
+                average_gradients(self.model.parameters())
                 self.optimizer.step()
                 if self.refit:
                     refit_priors(self.model)
@@ -294,7 +311,8 @@ def run(config: Config, out: str | Path) -> Result:
                 metrics[method][str(width)] = scores
                 timings[f"{method}_h{width}_train_s"] = seconds
     plot = out_dir / "mnist_vd.png"
-    _plot(plot, metrics, config, data.name)
+    if is_leader():
+        _plot(plot, metrics, config, data.name)
     result = Result(
         name="mnist-vd",
         config={**asdict(config), "dataset_used": data.name, "train_examples": len(x)},
