@@ -127,3 +127,11 @@ def test_bad_layer_arguments():
         BayesLinear(0, 2)
     with pytest.raises(ValueError, match="out_channels="):
         BayesConv2d(1, 0, 3)
+
+
+def test_wrong_input_shapes_raise_value_errors_naming_x():
+    with pytest.raises(ValueError, match=r"x has shape \(4, 3\); BayesLinear\(in_features=5\)"):
+        BayesLinear(5, 2)(torch.randn(4, 3))
+    with pytest.raises(ValueError, match=r"BayesConv2d\(in_channels=3\)"):
+        BayesConv2d(3, 4, 3)(torch.randn(2, 1, 8, 8))
+    assert BayesConv2d(3, 4, 3)(torch.randn(3, 8, 8)).shape == (4, 6, 6)  # unbatched is fine

@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+from torch import nn
 from torch.func import functional_call
 
 from torchbayes import (
@@ -122,3 +123,12 @@ def test_bad_arguments():
         SampleSet(mlp(2, [3], 1), [])
     with pytest.raises(ValueError, match="to_bayesian"):
         VariationalPosterior(mlp(2, [3], 1))
+
+
+def test_samples_that_do_not_fit_the_network_are_named():
+    net = nn.Linear(3, 2)
+    good = {"weight": torch.zeros(2, 3), "bias": torch.zeros(2)}
+    with pytest.raises(ValueError, match=r"samples\[1\]\['weight'\] has shape \(3, 2\)"):
+        SampleSet(net, [good, {**good, "weight": torch.zeros(3, 2)}])
+    with pytest.raises(ValueError, match=r"samples\[0\]\['0.weight'\] is not a parameter"):
+        SampleSet(net, [{"0.weight": torch.zeros(2, 3)}])

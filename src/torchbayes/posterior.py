@@ -71,6 +71,23 @@ class VariationalPosterior(Posterior):
         return samples
 
 
+def _check_fits(known: Mapping[str, Tensor], sample: Mapping[str, Tensor], index: int) -> None:
+    """ValueError naming the first entry of ``sample`` that is not among the network's
+    parameters and buffers ``known`` or has another shape (instead of an opaque error deep in
+    functional_call)."""
+    for name, value in sample.items():
+        if name not in known:
+            raise ValueError(
+                f"samples[{index}][{name!r}] is not a parameter or buffer of the network "
+                f"(it has {sorted(known)[:6]}{' …' if len(known) > 6 else ''})"
+            )
+        if tuple(value.shape) != tuple(known[name].shape):
+            raise ValueError(
+                f"samples[{index}][{name!r}] has shape {tuple(value.shape)}, the network's "
+                f"{name!r} has shape {tuple(known[name].shape)}"
+            )
+
+
 class SampleSet(Posterior):
     """An empirical posterior: a fixed set of parameter samples for ``network``.
 
@@ -88,6 +105,9 @@ class SampleSet(Posterior):
         for i, s in enumerate(samples):
             if set(s) != keys:
                 raise ValueError(f"sample {i} has keys {sorted(s)}, expected {sorted(keys)}")
+        known = {**dict(network.named_parameters()), **dict(network.named_buffers())}
+        for i, sample in enumerate(samples):
+            _check_fits(known, sample, i)
         self.network = network
         self.stacked = {k: torch.stack([s[k].detach() for s in samples]) for k in samples[0]}
 

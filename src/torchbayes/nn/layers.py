@@ -134,7 +134,11 @@ class BayesianLayer(nn.Module):
                 name: q.rsample((num_samples,), generator).detach() for name, q in self.posteriors()
             }
 
+    def _check_input(self, x: Tensor) -> None:
+        """ValueError naming ``x`` when its shape cannot be the layer's input."""
+
     def forward(self, x: Tensor) -> Tensor:
+        self._check_input(x)
         if not self.sampling or self.estimator == "reparameterize":
             return self._apply_weights(x, **self.weights())
         means = {name: q.mean for name, q in self.posteriors()}
@@ -241,6 +245,13 @@ class BayesLinear(BayesianLayer):
         init = {"weight": base.weight, "bias": base.bias if bias else None}
         self._init_posteriors(init, prior, posterior, estimator)
 
+    def _check_input(self, x: Tensor) -> None:
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(
+                f"x has shape {tuple(x.shape)}; BayesLinear(in_features={self.in_features}) "
+                f"needs its last dimension to be {self.in_features}"
+            )
+
     def _apply_weights(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         return F.linear(x, weight, bias)
 
@@ -311,6 +322,14 @@ class BayesConv2d(BayesianLayer):
         self.dilation, self.groups = base.dilation, base.groups
         init = {"weight": base.weight, "bias": base.bias if bias else None}
         self._init_posteriors(init, prior, posterior, estimator)
+
+    def _check_input(self, x: Tensor) -> None:
+        if x.dim() not in (3, 4) or x.shape[-3] != self.in_channels:
+            raise ValueError(
+                f"x has shape {tuple(x.shape)}; BayesConv2d(in_channels={self.in_channels}) "
+                f"needs (batch, {self.in_channels}, height, width) or ({self.in_channels}, "
+                "height, width)"
+            )
 
     def _apply_weights(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         return F.conv2d(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
