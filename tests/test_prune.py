@@ -174,7 +174,7 @@ def test_retrain_pruned_fits_the_data_with_the_pruned_weights_still_zero():
         with torch.no_grad():
             return float(nn.functional.cross_entropy(sparsify(net, masks)(x), y))
 
-    config = Config.quick(retrain_epochs=20, batch_size=32, lr=1e-2)
+    config = Config.quick(retrain_epochs=20, batch_size=32, retrain_lr=1e-2)
     retrained = retrain_pruned(network, masks, (x, y), config, generator)
     assert loss(retrained) < 0.5 * loss(network)
     params = dict(retrained.named_parameters())
