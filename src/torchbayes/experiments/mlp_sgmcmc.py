@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
@@ -32,7 +31,7 @@ from tqdm.auto import tqdm
 from .. import _checks
 from ..collect import Collector
 from ..data import load_digits
-from ..distributed import gather_samples, rank_seed
+from ..distributed import gather_samples, is_leader, rank, rank_seed, world_size
 from ..models import mlp
 from ..posterior import SampleSet
 from ..predict import sample_outputs
@@ -210,9 +209,7 @@ def _report(result: Result) -> str:
 
 
 def run(config: Config, out: str | Path) -> Result:
-    chains = dist.get_world_size() if dist.is_initialized() else 1
-    rank = dist.get_rank() if dist.is_initialized() else 0
-    leader = rank == 0
+    chains, leader = world_size(), is_leader()
     out_dir = prepare_output(out) if leader else Path(out)
     data = load_digits(seed=config.seed)
     x_test, y_test = data[2], data[3]
@@ -221,7 +218,7 @@ def run(config: Config, out: str | Path) -> Result:
         for i, name in enumerate(config.methods):
             torch.manual_seed(config.seed)  # the same initial network for every method
             generator = torch.Generator().manual_seed(rank_seed(config.seed * 1000 + i))
-            saved = out_dir / "checkpoints" / f"{name}-rank{rank}.pt"
+            saved = out_dir / "checkpoints" / f"{name}-rank{rank()}.pt"
             collector, seconds = _train(name, config, data, generator, saved)
             timings[f"{name}_train_s"] = seconds
             posterior = SampleSet(collector.model, gather_samples(collector.samples()))
