@@ -116,7 +116,7 @@ def run(config: Config, out: str | Path) -> Result:
         model = mnist_vd.dropout_mlp("vd-b", config.hidden, vd, x[0].numel())
         trainer = mnist_vd.Trainer(model, vd, len(x))
         saved = out_dir / "checkpoints" / "vd-b.pt"
-        trainer.resumable(saved, generator, config.resume, config.checkpoint_every)
+        trainer.resumable(saved, generator, config)
         trainer.history.setdefault("variance", {e: {} for e in config.estimators})
         trainer.history.setdefault("timings", {})
 

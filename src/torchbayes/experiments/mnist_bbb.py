@@ -244,7 +244,7 @@ def run(config: Config, out: str | Path, name: str = "mnist-bbb") -> Result:
                 schedule = "blundell" if method in BAYESIAN else "uniform"
                 trainer = Trainer(model, config, len(x), schedule=schedule)
                 saved = out_dir / "checkpoints" / f"{method}-w{width}.pt"
-                done = trainer.resumable(saved, generator, config.resume, config.checkpoint_every)
+                done = trainer.resumable(saved, generator, config)
                 curve = trainer.history.setdefault("curve", [])
 
                 def record_test_error(model=model, curve=curve) -> None:

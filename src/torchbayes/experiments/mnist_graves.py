@@ -126,7 +126,7 @@ def run(config: Config, out: str | Path) -> Result:
             model = graves_mlp(row, config, x[0].numel())
             trainer = Trainer(model, config, len(x), refit=row.split("/")[1].startswith("adaptive"))
             saved = out_dir / "checkpoints" / f"{row.replace('/', '-')}.pt"
-            done = trainer.resumable(saved, generator, config.resume, config.checkpoint_every)
+            done = trainer.resumable(saved, generator, config)
             trainer.epochs((x, y), config.epochs - done, generator, row)
             seconds = trainer.seconds
             dl = description_length(model, _train_nll_nats(model, x, y), len(x), data.num_classes)

@@ -173,7 +173,7 @@ def train(
     x = data[0]
     model = dropout_mlp(method, width, config, x[0].numel())
     trainer = Trainer(model, config, len(x), kl_scale=1 / 3 if method == "vd-a2" else 1.0)
-    done = trainer.resumable(checkpoint, generator, config.resume, config.checkpoint_every)
+    done = trainer.resumable(checkpoint, generator, config)
     trainer.epochs(data, config.epochs - done, generator, f"{method} h={width}")
     return model, trainer.seconds
 
@@ -216,20 +216,17 @@ class Trainer:
         if self.world > 1:  # same initial network on every rank, then each its own noise
             torch.manual_seed(rank_seed(torch.initial_seed()))
 
-    def resumable(
-        self, path: Path | None, generator: torch.Generator, resume: bool, every: int = 1
-    ) -> int:
-        """Checkpoint to ``path`` after every ``every``-th epoch (``None``: never); with
-        ``resume``, restore the last checkpoint. Returns the epochs already trained."""
+    def resumable(self, path: Path | None, generator: torch.Generator, run: Resumable) -> int:
+        """Checkpoint to ``path`` every ``run.checkpoint_every`` epochs (``None``: never);
+        with ``run.resume``, restore the last checkpoint. Returns the epochs already trained."""
         if path is None:
             return self.epoch
         if self.world > 1:  # ranks differ in their global RNG, so each keeps its own file
             path = path.with_name(f"{path.stem}-rank{rank()}{path.suffix}")
         objects = {"model": self.model, "optimizer": self.optimizer, "generator": generator}
-        self._saver = Checkpoint(path, objects, every)
-        if resume:
-            self.epoch, extra = self._saver.restore()
-            self.step = extra.get("step", 0)
+        self._saver, position, extra = run.checkpoint(path, objects)
+        if position:  # resumed: continue the counters where the checkpoint left them
+            self.epoch, self.step = position, extra.get("step", 0)
             self.seconds = extra.get("seconds", 0.0)
             self.history = extra.get("history", {})
         return self.epoch
