@@ -142,3 +142,21 @@ def test_replay_buffer_state_round_trips_and_checks_its_shape():
     assert len(copy) == 4 and copy.count == 6 and torch.equal(copy.inputs, buffer.inputs)
     with pytest.raises(ValueError, match="buffer shape"):
         ReplayBuffer(2, 5, capacity=4).load_state_dict(buffer.state_dict())
+
+
+def test_kl_weight_scales_only_the_complexity_term():
+    from torchbayes.bandits import _loss
+
+    population = Population(mlp(3, (4,), 1), 2, DiagonalGaussian, Gaussian(0.0, 1.0))
+    optimizer = torch.optim.SGD(population.parameters(), 0.1)
+    predictions, rewards = torch.randn(2, 5), torch.randn(2, 5)
+    loss = {
+        beta: _loss(Agent("bbb", population, optimizer, kl_weight=beta), predictions, rewards, 10)
+        for beta in (0.0, 0.5, 1.0)
+    }
+    nll = 0.5 * (predictions - rewards).square().mean(-1).sum()
+    assert torch.allclose(loss[0.0], nll)
+    assert torch.allclose(loss[1.0] - nll, population.kl() / 10)
+    assert torch.allclose(loss[0.5] - nll, 0.5 * (loss[1.0] - nll))
+    with pytest.raises(ValueError, match=r"kl_weight=-1"):
+        Agent("bbb", population, optimizer, kl_weight=-1.0)

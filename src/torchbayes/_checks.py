@@ -18,6 +18,13 @@ def positive(name: str, value: float | Tensor) -> None:
         raise ValueError(f"{name} must be positive and finite, got {name}={value!r}")
 
 
+def non_negative(name: str, value: float) -> None:
+    """Raise ``ValueError`` unless ``value`` is finite and >= 0."""
+    v = float(value)
+    if not (v >= 0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be non-negative and finite, got {name}={value!r}")
+
+
 def probability(name: str, value: float) -> None:
     """Raise ``ValueError`` unless ``0 <= value <= 1``."""
     if not 0.0 <= float(value) <= 1.0:

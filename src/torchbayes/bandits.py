@@ -153,7 +153,9 @@ class Agent:
 
     ``thompson`` — act on one posterior sample (else on the posterior mean);
     ``epsilon`` — probability of a uniformly random action instead;
-    ``noise_std`` — σ of the Gaussian reward likelihood −log p(r|w) = (r − f)² / 2σ² + const.
+    ``noise_std`` — σ of the Gaussian reward likelihood −log p(r|w) = (r − f)² / 2σ² + const;
+    ``kl_weight`` — β in mean NLL + β·KL/N; β < 1 tempers the posterior (narrower q, less
+    exploration; Wenzel et al. 2020 call it a cold posterior), β = 1 is the free energy.
     An optimizer with a ``num_data`` attribute (the SG-MCMC samplers) gets the buffer size.
     """
 
@@ -163,10 +165,12 @@ class Agent:
     thompson: bool = True
     epsilon: float = 0.0
     noise_std: float = 1.0
+    kl_weight: float = 1.0
 
     def __post_init__(self) -> None:
         _checks.probability("epsilon", self.epsilon)
         _checks.positive("noise_std", self.noise_std)
+        _checks.non_negative("kl_weight", self.kl_weight)
 
 
 @dataclass
@@ -183,10 +187,11 @@ class BanditHistory:
 
 
 def _loss(agent: Agent, predictions: Tensor, rewards: Tensor, num_data: int) -> Tensor:
-    """Σ over members of the per-example free energy: mean NLL + KL / N."""
+    """Σ over members of the per-example free energy: mean NLL + β·KL / N."""
     samples = agent.population.train_samples
     nll = 0.5 * ((predictions - rewards) / agent.noise_std).square().mean(-1)
-    return nll.view(samples, -1).mean(0).sum() + agent.population.kl() / num_data
+    kl = agent.population.kl() * (agent.kl_weight / num_data) if agent.kl_weight else 0.0
+    return nll.view(samples, -1).mean(0).sum() + kl
 
 
 def run_bandit(

@@ -40,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--resume",
         action="store_true",
-        help="continue an interrupted run from its checkpoints in --out (char-lm, word-lm, "
-        "sentence, mnist-vd, mnist-bbb, mnist-graves, mushroom)",
+        help="continue an interrupted run from its checkpoints in --out (every experiment; "
+        "starts afresh when nothing was saved)",
     )
     run.add_argument(
         "--set",

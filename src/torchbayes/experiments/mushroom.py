@@ -2,9 +2,9 @@
 
 Agents, each run on ``seeds`` context streams at once (one population member per seed):
 
-* ``bbb``     — Bayes by Backprop, diagonal Gaussian q, N(0, 1) prior (closed-form KL; the
+* ``bbb``     — Bayes by Backprop, diagonal Gaussian q, N(0, σ_p²) prior (closed-form KL; the
   scale-mixture prior with its Monte Carlo KL is ``--set bbb_prior=mixture``), two weight
-  samples averaged per update, Thompson sampling;
+  samples averaged per update, Thompson sampling; ``kl_weight`` β < 1 tempers its KL;
 * ``vd``      — variational dropout q = N(θ, αθ²) (α per weight, ≤ 1) under the
   log-uniform prior, Thompson sampling;
 * ``psgld``   — pSGLD under a N(0, 1) prior; the current iterate is the posterior sample;
@@ -30,7 +30,15 @@ import torch
 from torch import nn
 
 from .. import _checks
-from ..bandits import Agent, BanditHistory, MushroomBandit, run_bandit
+from ..bandits import (
+    EAT_EDIBLE,
+    EAT_POISONOUS_LUCKY,
+    EAT_POISONOUS_UNLUCKY,
+    Agent,
+    BanditHistory,
+    MushroomBandit,
+    run_bandit,
+)
 from ..data import load_mushroom
 from ..models import mlp
 from ..population import Population
@@ -41,6 +49,8 @@ from ._result import Result, Resumable, prepare_output, write_result
 
 AGENTS = ("bbb", "vd", "psgld", "greedy", "eps1", "eps5")
 EPSILON = {"greedy": 0.0, "eps1": 0.01, "eps5": 0.05}
+POISONOUS_EATEN_REGRET = -0.5 * (EAT_POISONOUS_LUCKY + EAT_POISONOUS_UNLUCKY)  # 15
+EDIBLE_PASSED_REGRET = EAT_EDIBLE  # 5
 PAPER = (
     "Blundell et al. (2015) Fig. 6 (50,000 steps): Bayes by Backprop lowest; ε-greedy 5% highest"
 )
@@ -63,6 +73,7 @@ class Config(Resumable):
         default_factory=lambda: {"bbb": 1e-3, "vd": 1e-3, "psgld": 1e-3, "plain": 1e-3}
     )
     rho_init: float = -5.0
+    kl_weight: float = 1.0  # β on the KL of the Thompson agents (bbb, vd); 1 = free energy
     bbb_prior: str = "gaussian"
     prior_std: float = 1.0
     mixture: tuple[float, float, float] = (0.5, 1.0, math.exp(-6))
@@ -77,6 +88,7 @@ class Config(Resumable):
         _checks.at_least("buffer_size", self.buffer_size, 1)
         _checks.positive("noise_std", self.noise_std)
         _checks.positive("prior_std", self.prior_std)
+        _checks.non_negative("kl_weight", self.kl_weight)
         _checks.one_of("bbb_prior", self.bbb_prior, ("gaussian", "mixture"))
         if not self.agents:
             raise ValueError("agents must name at least one agent")
@@ -114,16 +126,20 @@ def make_agent(name: str, network: nn.Module, config: Config) -> Agent:
         population = Population(network, config.seeds, Delta)
         optimizer = torch.optim.Adam(population.parameters(), lr, fused=True)
         return Agent(name, population, optimizer, False, EPSILON[name], config.noise_std)
-    return Agent(name, population, optimizer, True, 0.0, config.noise_std)
+    return Agent(name, population, optimizer, True, 0.0, config.noise_std, config.kl_weight)
 
 
 def summarize(history: BanditHistory, tail_fraction: float = 0.1) -> dict[str, dict[str, float]]:
-    """Final cumulative regret (mean and std over seeds), realized and expected, and the
-    fraction of correct eat/pass decisions over the last ``tail_fraction`` of steps."""
+    """Final cumulative regret (mean and std over seeds), realized and expected, and over the
+    last ``tail_fraction`` of steps the fraction of correct eat/pass decisions and of the two
+    mistakes: eating a poisonous mushroom (expected regret 15) and passing an edible one (5)."""
     final = history.cumulative()[-1]
     final_expected = history.cumulative(expected=True)[-1]
     tail = max(1, int(len(history.correct) * tail_fraction))
     correct = history.correct[-tail:].float().mean(0)
+    expected_tail = history.expected_regret[-tail:]
+    poisonous_eaten = (expected_tail == POISONOUS_EATEN_REGRET).float().mean(0)
+    edible_passed = (expected_tail == EDIBLE_PASSED_REGRET).float().mean(0)
     summary = {}
     for a, name in enumerate(history.names):
         summary[name] = {
@@ -131,6 +147,8 @@ def summarize(history: BanditHistory, tail_fraction: float = 0.1) -> dict[str, d
             "regret_std": float(final[a].std()) if final.shape[1] > 1 else 0.0,
             "expected_regret": float(final_expected[a].mean()),
             "tail_accuracy": float(correct[a].mean()),
+            "tail_poisonous_eaten": float(poisonous_eaten[a].mean()),
+            "tail_edible_passed": float(edible_passed[a].mean()),
             "per_seed_regret": [float(v) for v in final[a]],
         }
     return summary
@@ -161,13 +179,15 @@ def _report(config: Config, summary: dict[str, dict[str, float]], seconds: float
         f"{config.steps} steps × {config.seeds} seeds, {config.updates_per_step} updates of "
         f"{config.batch_size} per step; {seconds:.0f} s. Paper: {PAPER}.",
         "",
-        "| agent | regret (mean ± std) | expected regret | correct, last 10% |",
-        "|---|---|---|---|",
+        "| agent | regret (mean ± std) | expected regret | correct, last 10% "
+        "| poisonous eaten, last 10% | edible passed, last 10% |",
+        "|---|---|---|---|---|---|",
     ]
     for name, s in summary.items():
         lines.append(
             f"| {name} | {s['regret']:.0f} ± {s['regret_std']:.0f} | "
-            f"{s['expected_regret']:.0f} | {s['tail_accuracy']:.3f} |"
+            f"{s['expected_regret']:.0f} | {s['tail_accuracy']:.3f} | "
+            f"{s['tail_poisonous_eaten']:.3f} | {s['tail_edible_passed']:.3f} |"
         )
     return "\n".join(lines) + "\n"
 
