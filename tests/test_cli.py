@@ -103,6 +103,18 @@ def test_set_overrides_typed_config_fields():
     assert got == {"hidden": (8, 4), "lr": 0.5, "likelihood": "homoscedastic", "steps": 3}
 
 
+def test_set_merges_named_values_into_a_dict_field():
+    from torchbayes.cli import config_overrides
+    from torchbayes.experiments.mushroom import Config
+
+    got = config_overrides(Config, ["lr=bbb:3e-4,plain:2e-4"])["lr"]
+    assert got == {**Config().lr, "bbb": 3e-4, "plain": 2e-4}
+    with pytest.raises(ValueError, match=r"unknown name\(s\) \['nosuch'\]"):
+        config_overrides(Config, ["lr=nosuch:1"])
+    with pytest.raises(ValueError, match="NAME:VALUE"):
+        config_overrides(Config, ["lr=0.1"])
+
+
 @pytest.mark.parametrize(
     ("pair", "message"),
     [

@@ -61,12 +61,23 @@ def _convert(value: str, annotation: Any, key: str) -> Any:
     if origin is tuple:
         (item_type, *_) = typing.get_args(annotation) or (str,)
         return tuple(_convert(v, item_type, key) for v in value.split(",") if v)
+    if origin is dict:  # NAME:VALUE,NAME:VALUE — merged into the default by config_overrides
+        _, item_type = typing.get_args(annotation)
+        entries = {}
+        for item in filter(None, value.split(",")):
+            name, sep, number = item.partition(":")
+            if not sep:
+                raise ValueError(f"--set {key} takes NAME:VALUE,…, got {key}={value!r}")
+            entries[name] = _convert(number, item_type, key)
+        return entries
     if annotation is bool:
         if value.lower() not in ("true", "false", "1", "0"):
             raise ValueError(f"--set {key} takes true or false, got {key}={value!r}")
         return value.lower() in ("true", "1")
+    if annotation not in (int, float, str):
+        raise ValueError(f"--set cannot set {key} (type {annotation}) from the command line")
     try:
-        return annotation(value) if annotation in (int, float, str) else value
+        return annotation(value)
     except ValueError:
         raise ValueError(
             f"--set {key} takes a {annotation.__name__}, got {key}={value!r}"
@@ -76,7 +87,7 @@ def _convert(value: str, annotation: Any, key: str) -> Any:
 def config_overrides(config_type: type, pairs: Sequence[str]) -> dict[str, Any]:
     """Parse ``KEY=VALUE`` strings into typed values for the fields of ``config_type``."""
     hints = typing.get_type_hints(config_type)
-    fields = {f.name for f in dataclasses.fields(config_type)}
+    fields = {f.name: f for f in dataclasses.fields(config_type)}
     overrides: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -86,7 +97,16 @@ def config_overrides(config_type: type, pairs: Sequence[str]) -> dict[str, Any]:
             raise ValueError(
                 f"--set: unknown config field {key!r}; fields: {', '.join(sorted(fields))}"
             )
-        overrides[key] = _convert(value, hints[key], key)
+        converted = _convert(value, hints[key], key)
+        if isinstance(converted, dict):
+            default = overrides.get(key) or fields[key].default_factory()
+            unknown = set(converted) - set(default)
+            if unknown:
+                raise ValueError(
+                    f"--set {key}: unknown name(s) {sorted(unknown)}; names: {sorted(default)}"
+                )
+            converted = {**default, **converted}
+        overrides[key] = converted
     return overrides
 
 
