@@ -160,3 +160,16 @@ def test_kl_weight_scales_only_the_complexity_term():
     assert torch.allclose(loss[0.5] - nll, 0.5 * (loss[1.0] - nll))
     with pytest.raises(ValueError, match=r"kl_weight=-1"):
         Agent("bbb", population, optimizer, kl_weight=-1.0)
+
+
+def test_summary_splits_the_tail_mistakes_by_kind():
+    from torchbayes.bandits import BanditHistory
+    from torchbayes.experiments.mushroom import summarize
+
+    # One agent, one seed, 10 steps; the last 5 hold 2 poisonous meals and 1 edible pass.
+    expected = torch.tensor([15.0, 5, 5, 5, 5, 0, 15, 5, 15, 0]).view(10, 1, 1)
+    history = BanditHistory(["a"], expected.clone(), expected, expected == 0)
+    s = summarize(history, tail_fraction=0.5)["a"]
+    assert s["tail_poisonous_eaten"] == pytest.approx(0.4)
+    assert s["tail_edible_passed"] == pytest.approx(0.2)
+    assert s["tail_accuracy"] == pytest.approx(0.4)
