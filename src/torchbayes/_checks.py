@@ -18,9 +18,9 @@ def positive(name: str, value: float | Tensor) -> None:
         raise ValueError(f"{name} must be positive and finite, got {name}={value!r}")
 
 
-def non_negative(name: str, value: float) -> None:
-    """Raise ``ValueError`` unless ``value`` is finite and >= 0."""
-    v = float(value)
+def non_negative(name: str, value: float | Tensor) -> None:
+    """Raise ``ValueError`` unless every entry of ``value`` is finite and >= 0."""
+    v = _as_float(value)
     if not (v >= 0 and math.isfinite(v)):
         raise ValueError(f"{name} must be non-negative and finite, got {name}={value!r}")
 

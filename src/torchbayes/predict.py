@@ -163,8 +163,7 @@ def regression_prediction_from_samples(
     predictive mixture, so they include both kinds of uncertainty.
     """
     noise = torch.as_tensor(noise_std, dtype=outputs.dtype, device=outputs.device)
-    if not bool((noise >= 0).all()):
-        raise ValueError(f"noise_std must be >= 0, got noise_std={noise_std!r}")
+    _checks.non_negative("noise_std", noise)
     for q in quantiles:
         _checks.probability("quantiles", q)
     levels = sorted(set(quantiles) | {0.5})

@@ -78,8 +78,7 @@ def masks_by_fraction(snr: Mapping[str, Tensor], fraction: float) -> Masks:
 
 def masks_by_threshold(snr: Mapping[str, Tensor], threshold: float) -> Masks:
     """Masks removing every weight with |μ|/σ < λ = ``threshold`` (Graves eq. 20)."""
-    if not threshold >= 0:
-        raise ValueError(f"threshold must be >= 0, got threshold={threshold!r}")
+    _checks.non_negative("threshold", threshold)
     return {key: value >= threshold for key, value in snr.items()}
 
 

@@ -152,8 +152,7 @@ class DiagonalGaussian(_Gaussian):
 
     def __init__(self, mean: Tensor, rho_init: float = -5.0, rho_init_std: float = 0.0) -> None:
         super().__init__()
-        if rho_init_std < 0:
-            raise ValueError(f"rho_init_std must be >= 0, got rho_init_std={rho_init_std!r}")
+        _checks.non_negative("rho_init_std", rho_init_std)
         self.mu = nn.Parameter(mean.detach().clone())
         rho = torch.full_like(self.mu, float(rho_init))
         if rho_init_std > 0:

@@ -139,8 +139,7 @@ class FreeEnergy:
         self, num_data: int, num_batches: int, schedule: str = "uniform", kl_scale: float = 1.0
     ) -> None:
         _checks.at_least("num_data", num_data, 1)
-        if kl_scale < 0:
-            raise ValueError(f"kl_scale must be >= 0, got kl_scale={kl_scale!r}")
+        _checks.non_negative("kl_scale", kl_scale)
         self.num_data, self.num_batches = num_data, num_batches
         self.schedule, self.kl_scale = schedule, kl_scale
         self.weights = kl_weights(num_batches, schedule).tolist()

@@ -88,8 +88,7 @@ class Config(Resumable):
             )
         for name in ("thin_epochs", "lr", "prior_precision", "clip"):
             _checks.positive(name, getattr(self, name))
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got temperature={self.temperature!r}")
+        _checks.non_negative("temperature", self.temperature)
         _checks.at_least("train_chars", self.train_chars, 0)
         _checks.at_least("test_chars", self.test_chars, 0)
 

@@ -103,8 +103,7 @@ class Config(Resumable):
         for f in self.prune_fractions:
             _checks.probability("prune_fractions", f)
         for t in self.prune_thresholds:
-            if not t >= 0:
-                raise ValueError(f"prune_thresholds must be >= 0, got {t!r}")
+            _checks.non_negative("prune_thresholds", t)
 
     @classmethod
     def quick(cls, **overrides) -> Config:

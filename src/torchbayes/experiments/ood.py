@@ -92,8 +92,7 @@ class Config(Resumable):
             )
         _checks.at_least("batch_size", self.batch_size, 2)
         _checks.positive("lr", self.lr)
-        if self.prior_precision < 0:
-            raise ValueError(f"prior_precision must be >= 0, got {self.prior_precision!r}")
+        _checks.non_negative("prior_precision", self.prior_precision)
         if not 0.0 < self.dropout < 1.0:
             raise ValueError(f"dropout must lie in (0, 1), got dropout={self.dropout!r}")
         _checks.positive("noise_std", self.noise_std)

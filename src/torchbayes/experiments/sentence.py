@@ -102,8 +102,7 @@ class Config(Resumable):
             raise ValueError(f"dropout must lie in [0, 1), got dropout={self.dropout!r}")
         for name in ("thin_epochs", "lr", "prior_precision", "clip"):
             _checks.positive(name, getattr(self, name))
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got temperature={self.temperature!r}")
+        _checks.non_negative("temperature", self.temperature)
         _checks.at_least("train_subset", self.train_subset, 0)
 
     @classmethod

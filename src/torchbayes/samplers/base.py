@@ -44,16 +44,8 @@ class SGMCMC(torch.optim.Optimizer):
         generator: torch.Generator | None,
     ) -> None:
         _checks.at_least("num_data", num_data, 1)
-        if defaults["lr"] < 0:
-            raise ValueError(f"lr must be >= 0, got lr={defaults['lr']!r}")
-        if defaults["temperature"] < 0:
-            raise ValueError(
-                f"temperature must be >= 0, got temperature={defaults['temperature']!r}"
-            )
-        if defaults["weight_decay"] < 0:
-            raise ValueError(
-                f"weight_decay must be >= 0, got weight_decay={defaults['weight_decay']!r}"
-            )
+        for name in ("lr", "temperature", "weight_decay"):
+            _checks.non_negative(name, defaults[name])
         if prior is not None and defaults["weight_decay"] > 0:
             raise ValueError("give the prior as prior= or as weight_decay=, not both")
         if isinstance(prior, Gaussian) and float(prior.mean) == 0.0:

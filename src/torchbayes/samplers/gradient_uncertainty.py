@@ -71,8 +71,7 @@ class GradientUncertainty(SGMCMC):
         generator: torch.Generator | None = None,
         collector: Collector | None = None,
     ) -> None:
-        if noise_std < 0:
-            raise ValueError(f"noise_std must be >= 0, got noise_std={noise_std!r}")
+        _checks.non_negative("noise_std", noise_std)
         if (threshold is None) == (quantile is None):
             raise ValueError(
                 f"give exactly one of threshold= and quantile=, got threshold={threshold!r}, "
