@@ -373,3 +373,36 @@ def test_run_word_lm_end_to_end_on_a_corpus_in_ptb_format(tmp_path):
             assert len(m["averaged_perplexity_curves"]["thinned"]) == m["samples"]
     assert (out / "word_lm.png").stat().st_size > 10_000
     assert "Table 4" in (out / "report.md").read_text()
+
+
+def test_run_uci_end_to_end_and_resume_skips_finished_splits(tmp_path):
+    out = tmp_path / "uci"
+    args = ["run", "uci", "--quick", "--out", str(out), "--set", "splits=1"]
+    assert main([*args, "--set", "keep_checkpoints=true"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    boston = result["metrics"]["bostonHousing"]
+    assert set(boston) == {"plain", "mc-dropout", "bbb", "psgld"}
+    for m in boston.values():
+        assert 0.0 < m["rmse_mean"] < 10.0 and math.isfinite(m["log_likelihood_mean"])
+        assert 0.0 <= m["coverage_95_mean"] <= 1.0
+    chosen = boston["mc-dropout"]["splits"][0]
+    assert chosen["p"] in (0.005, 0.01, 0.05, 0.1) and chosen["tau"] in (0.1, 0.15, 0.2)
+    assert boston["psgld"]["splits"][0]["samples"] == 10
+    assert (out / "uci.png").stat().st_size > 10_000
+    assert "Gal's MC dropout" in (out / "report.md").read_text()
+    saved = out / "checkpoints" / "bostonHousing-bbb-split0.json"
+    row = json.loads(saved.read_text())
+    saved.write_text(json.dumps({**row, "rmse": 123.0}))
+    assert main([*args, "--resume"]) == 0
+    again = json.loads((out / "result.json").read_text())["metrics"]["bostonHousing"]
+    assert again["bbb"]["rmse_mean"] == 123.0  # reloaded, not retrained
+    assert again["plain"]["rmse_mean"] == boston["plain"]["rmse_mean"]
+    assert not (out / "checkpoints").exists()
+
+
+def test_uci_rejects_unknown_data_sets_and_too_many_splits(capsys, tmp_path):
+    assert main(["run", "uci", "--out", str(tmp_path), "--set", "datasets=boston"]) == 2
+    assert "datasets=" in capsys.readouterr().err
+    args = ["run", "uci", "--quick", "--out", str(tmp_path), "--set", "splits=21"]
+    with pytest.raises(ValueError, match="splits must be at most 20"):
+        main(args)

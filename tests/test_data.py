@@ -1,11 +1,13 @@
 import gzip
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from torchbayes.data import load_digits, load_images, load_mushroom
+from torchbayes.data import load_digits, load_images, load_mushroom, load_uci
 from torchbayes.data.images import read_idx, resolve_image_dataset
 from torchbayes.data.mushroom import ATTRIBUTES
 from torchbayes.data.ood import digits_as_mnist, load_ood_images
@@ -236,3 +238,32 @@ def test_ptb_checks_its_md5_and_names_missing_files(tmp_path, monkeypatch):
     (tmp_path / "ptb" / "ptb.valid.txt").unlink()
     with pytest.raises(FileNotFoundError, match=r"ptb\.valid\.txt"):
         load_ptb(folder=str(tmp_path / "ptb"))
+
+
+def test_uci_sets_have_the_published_splits_and_protocol_settings():
+    data = load_uci("bostonHousing", download=False)
+    assert data.x.shape == (506, 13) and data.y.shape == (506, 1)
+    assert len(data.splits) == 20 and (data.hidden, data.epochs) == (50, 40)
+    assert data.tau_values == (0.1, 0.15, 0.2) and 0.05 in data.dropout_rates
+    for train, test in data.splits:
+        assert len(train) == 455 and len(test) == 51
+        assert set(train.tolist()).isdisjoint(test.tolist())
+        assert len(set(train.tolist()) | set(test.tolist())) == 506
+    assert float(data.y.min()) == 5.0 and float(data.y.max()) == 50.0  # median value, $1000s
+    protein = load_uci("protein-tertiary-structure", download=False)
+    assert len(protein.splits) == 5 and protein.hidden == 100
+
+
+def test_uci_split_files_are_checked_together(tmp_path, monkeypatch):
+    source = Path(os.environ["TORCHBAYES_DATA"]) / "uci" / "yacht"
+    target = tmp_path / "uci" / "yacht"
+    shutil.copytree(source, target)
+    (target / "index_test_7.txt").write_text("0\n1\n2\n")
+    monkeypatch.setenv("TORCHBAYES_DATA", str(tmp_path))
+    with pytest.raises(ValueError, match="joint checksum"):
+        load_uci("yacht", download=False)
+    with pytest.raises(ValueError, match="name="):
+        load_uci("boston", download=False)
+    (target / "index_test_7.txt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"index_test_7\.txt"):
+        load_uci("yacht", download=False)

@@ -6,9 +6,11 @@ import math
 import pytest
 import torch
 from sklearn.metrics import roc_auc_score
+from torch.distributions import Normal
 
 from torchbayes.metrics import (
     expected_calibration_error,
+    gaussian_log_likelihood,
     ood_auroc,
     ood_report,
     uncertainty_scores,
@@ -71,3 +73,37 @@ def test_ood_report_separates_confident_from_flat_predictions():
     assert report["ood_entropy"] > report["in_entropy"]
     assert report["auroc_entropy"] == pytest.approx(1.0)
     assert report["auroc_max_probability"] == pytest.approx(1.0)
+
+
+def test_gaussian_log_likelihood_is_the_log_of_the_mixture_density():
+    y = torch.tensor([[0.3], [-1.0]])
+    one = torch.tensor([[[0.0], [0.5]]])
+    expected = Normal(one[0], 2.0).log_prob(y).squeeze(-1)
+    torch.testing.assert_close(gaussian_log_likelihood(one, 2.0, y), expected)
+    means = torch.tensor([[[0.0], [0.5]], [[1.0], [-1.0]]])
+    stds = torch.tensor([[[1.0]], [[0.5]]])  # one σ per sample
+    density = 0.5 * Normal(means[0], 1.0).log_prob(y).exp()
+    density += 0.5 * Normal(means[1], 0.5).log_prob(y).exp()
+    torch.testing.assert_close(gaussian_log_likelihood(means, stds, y), density.log().squeeze(-1))
+    # several outputs: one joint density per sample, dimensions summed inside the mixture
+    two = torch.randn(1, 5, 2)
+    joint = Normal(two[0], 0.7).log_prob(torch.zeros(5, 2)).sum(-1)
+    torch.testing.assert_close(gaussian_log_likelihood(two, 0.7, torch.zeros(5, 2)), joint)
+    far = gaussian_log_likelihood(means, 1e-3, y + 100.0)  # logsumexp: no underflow to −inf
+    assert torch.isfinite(far).all()
+    with pytest.raises(ValueError, match="stds"):
+        gaussian_log_likelihood(means, 0.0, y)
+    with pytest.raises(ValueError, match="means"):
+        gaussian_log_likelihood(torch.zeros(3), 1.0, torch.zeros(3))
+
+
+def test_gaussian_log_likelihood_of_sampled_linear_models_matches_the_closed_form():
+    # f_s(x) = w_s x with w ~ N(m, v), noise σ: the predictive is N(m x, v x² + σ²).
+    g = torch.Generator().manual_seed(0)
+    m, v, sigma = 0.8, 0.25, 0.5
+    x = torch.linspace(-2, 2, 9).unsqueeze(-1)
+    y = 0.3 * x + 0.2
+    w = m + math.sqrt(v) * torch.randn(200_000, 1, 1, generator=g)
+    estimate = gaussian_log_likelihood(w * x, sigma, y)
+    exact = Normal(m * x, (v * x**2 + sigma**2).sqrt()).log_prob(y).squeeze(-1)
+    torch.testing.assert_close(estimate, exact, atol=0.01, rtol=0)

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from torchbayes.models import CharRNN, detach_state
+from torchbayes.models import CharRNN, WithNoiseScale, detach_state
+from torchbayes.predict import noise_std_from_output
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
@@ -61,3 +62,16 @@ def test_gal_dropout_models_use_the_time_loop_in_training_only():
     assert logits.shape == (2, 5, 7) and h.shape == c.shape == (2, 2, 4)
     with pytest.raises(ValueError, match="dropout_kind"):
         CharRNN(5, dropout_kind="zoneout")
+
+
+def test_noise_scale_rides_along_as_a_second_output_and_a_parameter():
+    model = WithNoiseScale(torch.nn.Linear(3, 2), outputs=2, std=0.4)
+    x = torch.randn(5, 3)
+    out = model(x)
+    assert out.shape == (5, 4)
+    torch.testing.assert_close(out[:, :2], model.network(x))
+    std = noise_std_from_output(out[:, 2:])
+    torch.testing.assert_close(std, torch.full((5, 2), 0.4), atol=1e-5, rtol=0)
+    assert "raw_std" in dict(model.named_parameters())
+    with pytest.raises(ValueError, match="std="):
+        WithNoiseScale(torch.nn.Linear(3, 1), std=0.0)

@@ -10,12 +10,17 @@ Each uncertainty score is oriented so that *higher means less sure*:
 :func:`ood_auroc` is the area under the ROC curve for telling out-of-distribution inputs
 (positives) from in-distribution ones by a score; :func:`expected_calibration_error` is the
 top-label ECE over equal-width confidence bins (Guo et al. 2017). Both are torchmetrics'.
+:func:`gaussian_log_likelihood` is the regression benchmark's test log-likelihood of the
+S-sample predictive mixture.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
+from torch.distributions import Normal
 from torchmetrics.functional.classification import binary_auroc, multiclass_calibration_error
 
 from . import _checks
@@ -24,6 +29,7 @@ from .predict import ClassPrediction
 __all__ = [
     "SCORES",
     "expected_calibration_error",
+    "gaussian_log_likelihood",
     "ood_auroc",
     "ood_report",
     "uncertainty_scores",
@@ -86,3 +92,22 @@ def ood_report(
             report[f"ood_{name}"] = float(outside[name].mean())
         report[f"auroc_{name}"] = ood_auroc(inside[name], outside[name])
     return report
+
+
+def gaussian_log_likelihood(means: Tensor, stds: Tensor | float, targets: Tensor) -> Tensor:
+    """Per-example log density of the predictive mixture, summed over output dimensions:
+
+        log p(y|x) = log (1/S) Σ_s N(y | μ_s(x), σ_s(x)²)   (logsumexp over the S samples)
+
+    ``means`` (S, n, d), ``stds`` broadcastable to it (a constant, per-sample or per-point σ),
+    ``targets`` (n, d); returns (n,). With S = 1 it is the plain Gaussian log-likelihood. The
+    test log-likelihood of Hernández-Lobato & Adams (2015) and Gal & Ghahramani (2016) is its
+    mean over the test set.
+    """
+    if means.dim() < 2:
+        raise ValueError(f"means must have shape (S, n, ...), got shape {tuple(means.shape)}")
+    stds = torch.as_tensor(stds, dtype=means.dtype, device=means.device)
+    _checks.positive("stds", stds)
+    log_p = Normal(means, stds.expand_as(means)).log_prob(targets)
+    per_sample = log_p.flatten(2).sum(-1)
+    return torch.logsumexp(per_sample, dim=0) - math.log(means.shape[0])

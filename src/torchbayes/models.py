@@ -16,6 +16,7 @@ __all__ = [
     "RECURRENT_CELLS",
     "CharRNN",
     "SentenceClassifier",
+    "WithNoiseScale",
     "detach_state",
     "five_layer_cnn",
     "mlp",
@@ -51,6 +52,27 @@ def mlp(
         width = h
     layers.append(nn.Linear(width, out_features))
     return nn.Sequential(*layers)
+
+
+class WithNoiseScale(nn.Module):
+    """``network(x)`` followed by one learned raw noise scale per output: (mean, raw σ).
+
+    Homoscedastic Gaussian noise σ = softplus(raw) carried as an ordinary parameter, in the
+    layout :func:`torchbayes.predict.predict_regression` reads with ``predicts_noise=True``.
+    Each posterior sample therefore holds its own σ: sampled along with the weights by an
+    SG-MCMC sampler, a shared point estimate (type-II maximum likelihood) under VI.
+    """
+
+    def __init__(self, network: nn.Module, outputs: int = 1, std: float = 1.0) -> None:
+        super().__init__()
+        _checks.positive("std", std)
+        self.network = network
+        raw = torch.full((outputs,), float(std)).expm1().log()  # softplus⁻¹(std)
+        self.raw_std = nn.Parameter(raw)
+
+    def forward(self, x: Tensor) -> Tensor:
+        mean = self.network(x)
+        return torch.cat([mean, self.raw_std.expand_as(mean)], dim=-1)
 
 
 def five_layer_cnn(

@@ -13,13 +13,16 @@ from .text import (
     random_windows,
     stream_batches,
 )
+from .uci import UCI_DATASETS, UCIRegression, load_uci
 
 __all__ = [
     "CORPORA",
     "IMAGE_DATASETS",
+    "UCI_DATASETS",
     "CharCorpus",
     "ImageData",
     "Mushroom",
+    "UCIRegression",
     "WordCorpus",
     "data_root",
     "fetch",
@@ -28,6 +31,7 @@ __all__ = [
     "load_mushroom",
     "load_ptb",
     "load_text",
+    "load_uci",
     "random_windows",
     "stream_batches",
 ]

@@ -59,7 +59,7 @@ def _check(path: Path, sha256: str, decompressed: bool = False) -> Path:
 def fetch(
     relative: str,
     url: str,
-    sha256: str,
+    sha256: str | None,
     *,
     download: bool = True,
     also_in: tuple[str | Path, ...] = (),
@@ -68,22 +68,24 @@ def fetch(
     """The verified local path of ``relative``, downloading it if needed.
 
     Looks under :func:`data_root`, then in each folder of ``also_in`` (by file name). With
-    ``decompressed`` the SHA-256 is of the gunzipped content. Raises ``FileNotFoundError``
-    naming the file, where it was looked for and the URL when it is missing and cannot be
-    downloaded; ``ValueError`` when its checksum does not match.
+    ``decompressed`` the SHA-256 is of the gunzipped content. ``sha256=None`` leaves the check
+    to the caller, for sets of small files verified by one joint digest. Raises
+    ``FileNotFoundError`` naming the file, where it was looked for and the URL when it is
+    missing and cannot be downloaded; ``ValueError`` when its checksum does not match.
     """
     path = data_root() / relative
     candidates = [path, *(Path(folder) / Path(relative).name for folder in also_in)]
     for candidate in candidates:
         if candidate.is_file():
-            return _check(candidate, sha256, decompressed)
+            return candidate if sha256 is None else _check(candidate, sha256, decompressed)
     if download:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
             partial = Path(tmp.name)
         try:
             urllib.request.urlretrieve(url, partial)
-            _check(partial, sha256, decompressed)
+            if sha256 is not None:
+                _check(partial, sha256, decompressed)
             partial.replace(path)
             return path
         except OSError as err:

@@ -16,6 +16,7 @@ from . import (
     ood,
     regression,
     sentence,
+    uci,
     word_lm,
 )
 from ._result import Result
@@ -32,6 +33,7 @@ EXPERIMENTS = {
     "ood": ood,
     "regression": regression,
     "sentence": sentence,
+    "uci": uci,
     "word-lm": word_lm,
 }
 

@@ -1,0 +1,458 @@
+"""The UCI regression benchmark — Hernández-Lobato & Adams (2015), Gal & Ghahramani (2016).
+
+Every data set is split as published (20 train/test splits, 5 for protein); inputs and
+targets are standardized on each training set; one hidden layer of ``n_hidden.txt`` ReLUs
+(50; 100 for protein). Metrics are in the target's own units, mean ± standard error over
+splits: RMSE of the predictive mean and the test log-likelihood (the mean over test points
+of log (1/S) Σ_s N(y | μ_s(x), σ_s²), :func:`torchbayes.metrics.gaussian_log_likelihood`),
+plus the share of test targets inside the central 95 % predictive interval.
+
+Methods, each ending in a posterior that the same predictive code reads:
+
+* ``plain``      — maximum likelihood: the MLP and its noise σ by Adam (a point estimate);
+* ``mc-dropout`` — Gal's protocol: dropout p on the inputs of every layer and a fixed noise
+  precision τ, both picked from the data set's grids (``dropout_rates.txt`` ×
+  ``tau_values.txt``) by validation log-likelihood on the last 20 % of the training set, then
+  refitted on all of it; loss MSE + l²(1−p)/(2Nτ)·‖W‖² with l = 10⁻²;
+* ``bbb``        — Bayes by Backprop: diagonal Gaussian posterior, N(0, 1/λ) prior, the noise
+  σ a point estimate learned with the free energy;
+* ``psgld``      — pSGLD over the weights *and* the noise scale (N(0, 1/λ) prior on all, raw
+  σ included): samples kept after burn-in, thinned.
+
+The noise σ is a parameter of the network (:class:`torchbayes.models.WithNoiseScale`), so a
+posterior sample carries its own σ and no method needs its own predictive code. Each finished
+(data set, split) is saved under ``OUT/checkpoints``; ``--resume`` skips those.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from functools import partial
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from torch.distributions import Normal
+from tqdm.auto import tqdm
+
+from .. import _checks
+from ..collect import Collector
+from ..data.uci import UCI_DATASETS, UCIRegression, load_uci
+from ..metrics import gaussian_log_likelihood
+from ..models import WithNoiseScale, mlp
+from ..nn import to_bayesian
+from ..posterior import Posterior, SampleSet, VariationalPosterior
+from ..predict import noise_std_from_output, sample_outputs
+from ..priors import Gaussian, Uniform
+from ..samplers import PSGLD
+from ..variational import BernoulliDropout, DiagonalGaussian
+from ..vi import FreeEnergy, check_finite
+from ._result import Result, Resumable, prepare_output, write_result
+
+METHODS: tuple[str, ...] = ("plain", "mc-dropout", "bbb", "psgld")
+SMALL_DATASETS: tuple[str, ...] = (
+    "bostonHousing", "concrete", "energy", "wine-quality-red", "yacht",
+)  # fmt: skip
+# Gal's MC dropout, 10× epochs (yaringal/DropoutUncertaintyExps readme): RMSE, test LL.
+PUBLISHED_DROPOUT_10X: dict[str, tuple[float, float]] = {
+    "bostonHousing": (2.80, -2.39),
+    "concrete": (4.81, -2.94),
+    "energy": (1.09, -1.72),
+    "kin8nm": (0.09, 0.97),
+    "naval-propulsion-plant": (0.00, 3.92),
+    "power-plant": (4.00, -2.79),
+    "protein-tertiary-structure": (4.27, -2.87),
+    "wine-quality-red": (0.61, -0.92),
+    "yacht": (0.72, -1.38),
+}
+
+
+@dataclass
+class Config(Resumable):
+    """Settings of the benchmark; defaults are the README's run."""
+
+    seed: int = 0
+    datasets: tuple[str, ...] = SMALL_DATASETS
+    methods: tuple[str, ...] = METHODS
+    splits: int = 0  # the first k published splits; 0 = all
+    epoch_multiplier: int = 10  # × n_epochs.txt (40): Gal's "10× epochs" setting
+    batch_size: int = 128  # Gal's
+    lr: float = 1e-3
+    validation_fraction: float = 0.2
+    lengthscale: float = 1e-2  # Gal's prior length-scale in the dropout weight decay
+    prior_precision: float = 1.0  # λ of the N(0, 1/λ) prior of bbb and psgld
+    rho_init: float = -5.0
+    burn_in_fraction: float = 0.5  # psgld: share of the steps before samples are kept
+    kept_samples: int = 100  # psgld
+    predict_samples: int = 1000  # bbb and mc-dropout draws per test point
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in self.datasets:
+            _checks.one_of("datasets", name, tuple(UCI_DATASETS))
+        for method in self.methods:
+            _checks.one_of("methods", method, METHODS)
+        _checks.at_least("splits", self.splits, 0)
+        _checks.at_least("epoch_multiplier", self.epoch_multiplier, 1)
+        _checks.at_least("batch_size", self.batch_size, 1)
+        _checks.positive("lr", self.lr)
+        _checks.positive("lengthscale", self.lengthscale)
+        _checks.positive("prior_precision", self.prior_precision)
+        _checks.at_least("kept_samples", self.kept_samples, 1)
+        _checks.at_least("predict_samples", self.predict_samples, 2)
+        if not 0.0 < self.validation_fraction < 1.0:
+            raise ValueError(
+                f"validation_fraction must lie in (0, 1), got "
+                f"validation_fraction={self.validation_fraction!r}"
+            )
+        if not 0.0 <= self.burn_in_fraction < 1.0:
+            raise ValueError(
+                f"burn_in_fraction must lie in [0, 1), got burn_in_fraction="
+                f"{self.burn_in_fraction!r}"
+            )
+
+    @classmethod
+    def quick(cls, **overrides) -> Config:
+        """Two splits of Boston housing at 1× epochs: seconds, for CI."""
+        base = cls(
+            datasets=("bostonHousing",),
+            splits=2,
+            epoch_multiplier=1,
+            kept_samples=10,
+            predict_samples=50,
+        )
+        return replace(base, **overrides)
+
+
+@dataclass
+class Standardized:
+    """A training set scaled to zero mean, unit std, and the scales to undo it."""
+
+    x: Tensor
+    y: Tensor
+    x_mean: Tensor
+    x_std: Tensor
+    y_mean: Tensor
+    y_std: Tensor
+
+    @classmethod
+    def fit(cls, x: Tensor, y: Tensor) -> Standardized:
+        x_mean, x_std = x.mean(0), x.std(0, correction=0)
+        x_std = torch.where(x_std > 0, x_std, torch.ones_like(x_std))
+        y_mean, y_std = y.mean(0), y.std(0, correction=0)
+        return cls((x - x_mean) / x_std, (y - y_mean) / y_std, x_mean, x_std, y_mean, y_std)
+
+    def inputs(self, x: Tensor) -> Tensor:
+        return (x - self.x_mean) / self.x_std
+
+
+def gaussian_nll(output: Tensor, target: Tensor) -> Tensor:
+    """Mean −log N(target | mean, σ²) for outputs laid out (mean, raw σ)."""
+    mean, raw = output.chunk(2, dim=-1)
+    std = noise_std_from_output(raw)
+    return -Normal(mean, std, validate_args=False).log_prob(target).mean()
+
+
+@dataclass
+class Fit:
+    posterior: Posterior
+    seconds: float
+    steps: int
+    chosen: dict[str, float]
+
+
+def _train(
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[[Tensor, Tensor, int], Tensor],
+    data: Standardized,
+    epochs: int,
+    config: Config,
+    seed: int,
+    after_step: Callable[[], object] | None = None,
+) -> tuple[int, float]:
+    """Minibatch epochs minimizing ``loss_fn(x, y, batch_index)``; returns (steps, seconds).
+
+    The minibatch order depends on ``seed`` alone, so every method sees the same batches."""
+    generator = torch.Generator().manual_seed(seed)
+    step, start = 0, time.perf_counter()
+    for _ in range(epochs):
+        order = torch.randperm(len(data.x), generator=generator).split(config.batch_size)
+        for index, batch in enumerate(order):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(data.x[batch], data.y[batch], index)
+            check_finite(loss, step)
+            loss.backward()
+            optimizer.step()
+            if after_step is not None:
+                after_step()
+            step += 1
+    return step, time.perf_counter() - start
+
+
+def _plain(data: Standardized, hidden: int, config: Config, epochs: int, seed: int) -> Fit:
+    torch.manual_seed(seed)
+    model = WithNoiseScale(mlp(data.x.shape[1], [hidden], 1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, foreach=True)
+    steps, seconds = _train(
+        optimizer, lambda x, y, _: gaussian_nll(model(x), y), data, epochs, config, seed
+    )
+    return Fit(SampleSet.point(model), seconds, steps, {})
+
+
+def _dropout_fit(
+    data: Standardized,
+    hidden: int,
+    config: Config,
+    epochs: int,
+    seed: int,
+    p: float,
+    tau: float,
+) -> Fit:
+    """Gal's network: dropout p before every layer, fixed noise τ^(−1/2) (target units)."""
+    torch.manual_seed(seed)
+    net = to_bayesian(
+        mlp(data.x.shape[1], [hidden], 1),
+        prior=Uniform(),
+        posterior=partial(BernoulliDropout, p=p),
+        estimator="local",
+    )
+    std = float(1.0 / math.sqrt(tau) / data.y_std)
+    model = WithNoiseScale(net, std=std)
+    model.raw_std.requires_grad_(False)
+    # Keras' l2(reg) on the kernels adds reg·‖W‖² to the loss: weight decay 2·reg.
+    reg = config.lengthscale**2 * (1 - p) / (2 * len(data.x) * tau)
+    weights = [w for w in net.parameters() if w.dim() > 1]
+    biases = [b for b in net.parameters() if b.dim() <= 1]
+    optimizer = torch.optim.Adam(
+        [{"params": weights, "weight_decay": 2 * reg}, {"params": biases}],
+        lr=config.lr,
+        foreach=True,
+    )
+    steps, seconds = _train(
+        optimizer, lambda x, y, _: (net(x) - y).square().mean(), data, epochs, config, seed
+    )
+    model.eval()
+    return Fit(VariationalPosterior(model), seconds, steps, {"p": p, "tau": tau})
+
+
+def _mc_dropout(
+    x: Tensor, y: Tensor, dataset: UCIRegression, config: Config, epochs: int, seed: int
+) -> Fit:
+    """Grid search of (p, τ) by validation log-likelihood, then a refit on all of (x, y)."""
+    cut = int((1 - config.validation_fraction) * len(x))
+    inner = Standardized.fit(x[:cut], y[:cut])
+    best, best_ll, seconds = (0.0, 0.0), -math.inf, 0.0
+    for p in dataset.dropout_rates:
+        for tau in dataset.tau_values:
+            fit = _dropout_fit(inner, dataset.hidden, config, epochs, seed, p, tau)
+            seconds += fit.seconds
+            ll = evaluate(fit.posterior, inner, x[cut:], y[cut:], config, seed)["log_likelihood"]
+            if ll > best_ll:
+                best, best_ll = (p, tau), ll
+    full = Standardized.fit(x, y)
+    fit = _dropout_fit(full, dataset.hidden, config, epochs, seed, *best)
+    fit.seconds += seconds
+    fit.chosen["validation_log_likelihood"] = best_ll
+    return fit
+
+
+def _bbb(data: Standardized, hidden: int, config: Config, epochs: int, seed: int) -> Fit:
+    torch.manual_seed(seed)
+    model = to_bayesian(
+        WithNoiseScale(mlp(data.x.shape[1], [hidden], 1)),
+        prior=Gaussian(0.0, 1.0 / math.sqrt(config.prior_precision)),
+        posterior=partial(DiagonalGaussian, rho_init=config.rho_init),
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, foreach=True)
+    free_energy = FreeEnergy(len(data.x), math.ceil(len(data.x) / config.batch_size))
+
+    def loss(x: Tensor, y: Tensor, index: int) -> Tensor:
+        return free_energy(model, gaussian_nll(model(x), y), index).loss
+
+    steps, seconds = _train(optimizer, loss, data, epochs, config, seed)
+    return Fit(VariationalPosterior(model), seconds, steps, {})
+
+
+def _psgld(data: Standardized, hidden: int, config: Config, epochs: int, seed: int) -> Fit:
+    torch.manual_seed(seed)
+    model = WithNoiseScale(mlp(data.x.shape[1], [hidden], 1))
+    n = len(data.x)
+    total = epochs * math.ceil(n / config.batch_size)
+    burn_in = int(config.burn_in_fraction * total)
+    thin = max(1, (total - burn_in) // config.kept_samples)
+    collector = Collector(model, burn_in=burn_in, thin=thin, max_samples=config.kept_samples)
+    noise = torch.Generator().manual_seed(seed + 1)
+    optimizer = PSGLD(
+        model.parameters(), config.lr, n, weight_decay=config.prior_precision, generator=noise
+    )
+    steps, seconds = _train(
+        optimizer,
+        lambda x, y, _: gaussian_nll(model(x), y),
+        data,
+        epochs,
+        config,
+        seed,
+        after_step=collector.step,
+    )
+    return Fit(collector.posterior(), seconds, steps, {"samples": len(collector)})
+
+
+@torch.no_grad()
+def evaluate(
+    posterior: Posterior, scale: Standardized, x: Tensor, y: Tensor, config: Config, seed: int
+) -> dict[str, float]:
+    """RMSE, test log-likelihood and 95 % coverage of ``posterior`` on (x, y), target units."""
+    distinct = posterior.distinct_samples
+    count = config.predict_samples if distinct is None else distinct
+    generator = torch.Generator().manual_seed(seed + 2)
+    outputs = sample_outputs(posterior, scale.inputs(x), count, generator=generator)
+    mean, raw = outputs.chunk(2, dim=-1)
+    means = mean * scale.y_std + scale.y_mean
+    stds = noise_std_from_output(raw) * scale.y_std
+    # The mixture's CDF at the target: inside the central 95 % interval iff 0.025 ≤ F(y) ≤ 0.975.
+    cdf = Normal(means, stds, validate_args=False).cdf(y).mean(0)
+    return {
+        "rmse": float((means.mean(0) - y).square().mean().sqrt()),
+        "log_likelihood": float(gaussian_log_likelihood(means, stds, y).mean()),
+        "coverage_95": float(((cdf >= 0.025) & (cdf <= 0.975)).float().mean()),
+        "noise_std": float(stds.mean()),
+        "epistemic_std": float(means.std(0, correction=0).mean()),
+    }
+
+
+def run_split(dataset: UCIRegression, split: int, method: str, config: Config) -> dict[str, float]:
+    """Train ``method`` on one published split and score it on that split's test set."""
+    train, test = dataset.splits[split]
+    x, y = dataset.x[train], dataset.y[train]
+    epochs = dataset.epochs * config.epoch_multiplier
+    seed = config.seed + split
+    if method == "mc-dropout":
+        fit = _mc_dropout(x, y, dataset, config, epochs, seed)
+        scale = Standardized.fit(x, y)
+    else:
+        scale = Standardized.fit(x, y)
+        train_fn = {"plain": _plain, "bbb": _bbb, "psgld": _psgld}[method]
+        fit = train_fn(scale, dataset.hidden, config, epochs, seed)
+    scores = evaluate(fit.posterior, scale, dataset.x[test], dataset.y[test], config, seed)
+    return {**scores, **fit.chosen, "train_s": fit.seconds, "steps": fit.steps}
+
+
+def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key in ("rmse", "log_likelihood", "coverage_95", "noise_std", "train_s"):
+        values = [r[key] for r in rows]
+        out[f"{key}_mean"] = statistics.mean(values)
+        se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+        out[f"{key}_se"] = se
+    return out
+
+
+def run(config: Config, out: str | Path) -> Result:
+    """Every method on every split of every data set; JSON, report and plot into ``out``."""
+    out_dir = prepare_output(out)
+    saved = out_dir / "checkpoints"
+    saved.mkdir(exist_ok=True)
+    metrics: dict[str, dict] = {}
+    timings: dict[str, float] = {}
+    with torch.random.fork_rng(devices=[]):
+        for name in config.datasets:
+            dataset = load_uci(name)
+            count = len(dataset.splits) if config.splits == 0 else config.splits
+            if count > len(dataset.splits):
+                raise ValueError(
+                    f"splits must be at most {len(dataset.splits)} for {name}, "
+                    f"got splits={config.splits}"
+                )
+            per_method: dict[str, list[dict[str, float]]] = {m: [] for m in config.methods}
+            start = time.perf_counter()
+            jobs = [(k, m) for k in range(count) for m in config.methods]
+            for split, method in tqdm(jobs, desc=name, leave=False):
+                path = saved / f"{name}-{method}-split{split}.json"
+                if config.resume and path.is_file():
+                    row = json.loads(path.read_text())
+                else:
+                    row = run_split(dataset, split, method, config)
+                    partial_path = path.with_suffix(".tmp")
+                    partial_path.write_text(json.dumps(row))
+                    partial_path.replace(path)
+                per_method[method].append(row)
+            timings[f"{name}_s"] = time.perf_counter() - start  # this invocation
+            timings[f"{name}_train_s"] = sum(r["train_s"] for v in per_method.values() for r in v)
+            metrics[name] = {
+                m: {**_summary(rows), "splits": rows} for m, rows in per_method.items()
+            }
+    plot = out_dir / "uci.png"
+    _plot(plot, metrics, config)
+    result = Result(
+        name="uci",
+        config=asdict(config),
+        metrics=metrics,
+        timings=timings,
+        files={"plot": str(plot)},
+    )
+    result.report = _report(result)
+    write_result(result, out_dir, config.keep_checkpoints)
+    return result
+
+
+def _plot(path: Path, metrics: dict[str, dict], config: Config) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(metrics)
+    fig, axes = plt.subplots(2, len(names), figsize=(3.2 * len(names), 5.5), squeeze=False)
+    for column, name in enumerate(names):
+        for row, key in enumerate(("rmse", "log_likelihood")):
+            ax = axes[row][column]
+            for i, method in enumerate(config.methods):
+                m = metrics[name][method]
+                ax.errorbar(i, m[f"{key}_mean"], yerr=m[f"{key}_se"], fmt="o", capsize=3)
+            if name in PUBLISHED_DROPOUT_10X:
+                ax.axhline(
+                    PUBLISHED_DROPOUT_10X[name][row], color="0.6", ls="--", lw=1,
+                    label="Gal's MC dropout (10× epochs)",
+                )  # fmt: skip
+            ax.set_xticks(range(len(config.methods)), config.methods, rotation=40, fontsize=8)
+            ax.set_title(name if row == 0 else "", fontsize=9)
+            ax.set_ylabel("test RMSE" if key == "rmse" else "test log-likelihood")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("UCI regression: mean ± standard error over the published splits")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _report(result: Result) -> str:
+    c = result.config
+    lines = [
+        "# UCI regression benchmark (Hernández-Lobato & Adams 2015; Gal & Ghahramani 2016)",
+        "",
+        f"One hidden layer, {c['epoch_multiplier']}× the published epochs, batch "
+        f"{c['batch_size']}, Adam / pSGLD lr {c['lr']}. Mean ± standard error over splits; "
+        "RMSE and log-likelihood in the target's units; coverage of the central 95 % interval.",
+        "",
+        "| data set | method | RMSE | test log-likelihood | 95 % coverage | noise σ | train s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, per_method in result.metrics.items():
+        for method, m in per_method.items():
+            lines.append(
+                f"| {name} | {method} | {m['rmse_mean']:.3f} ± {m['rmse_se']:.3f} | "
+                f"{m['log_likelihood_mean']:.3f} ± {m['log_likelihood_se']:.3f} | "
+                f"{m['coverage_95_mean']:.3f} | {m['noise_std_mean']:.3f} | "
+                f"{m['train_s_mean']:.1f} |"
+            )
+        if name in PUBLISHED_DROPOUT_10X:
+            rmse, ll = PUBLISHED_DROPOUT_10X[name]
+            lines.append(
+                f"| {name} | Gal's MC dropout, published (10×) | {rmse:.2f} | {ll:.2f} | | | |"
+            )
+    lines += ["", f"Plot: `{Path(result.files['plot']).name}`.", ""]
+    return "\n".join(lines)
