@@ -31,6 +31,15 @@ def probability(name: str, value: float) -> None:
         raise ValueError(f"{name} must lie in [0, 1], got {name}={value!r}")
 
 
+def below_one(name: str, value: float, *, zero_allowed: bool = True) -> None:
+    """Raise ``ValueError`` unless ``0 <= value < 1`` (``0 < value < 1`` without
+    ``zero_allowed``): rates, fractions and decay factors that must leave something."""
+    low_ok = value >= 0.0 if zero_allowed else value > 0.0
+    if not (low_ok and value < 1.0):
+        interval = "[0, 1)" if zero_allowed else "(0, 1)"
+        raise ValueError(f"{name} must lie in {interval}, got {name}={value!r}")
+
+
 def at_least(name: str, value: int, low: int) -> None:
     """Raise ``ValueError`` unless ``value`` is an integer >= ``low``."""
     if isinstance(value, bool) or int(value) != value or value < low:

@@ -41,8 +41,7 @@ def mlp(
     _checks.at_least("out_features", out_features, 1)
     for width in hidden:
         _checks.at_least("hidden", width, 1)
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must lie in [0, 1), got dropout={dropout!r}")
+    _checks.below_one("dropout", dropout)
     layers: list[nn.Module] = []
     width = in_features
     for h in hidden:
@@ -159,8 +158,7 @@ class CharRNN(nn.Module):
 
 
 def _check_dropout(dropout: float, kind: str) -> None:
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must lie in [0, 1), got dropout={dropout!r}")
+    _checks.below_one("dropout", dropout)
     _checks.one_of("dropout_kind", kind, DROPOUT_KINDS)
 
 

@@ -19,8 +19,7 @@ def load_digits(
 
     Raises ``ImportError`` naming the package when scikit-learn is missing.
     """
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must lie in (0, 1), got test_fraction={test_fraction!r}")
+    _checks.below_one("test_fraction", test_fraction, zero_allowed=False)
     _checks.at_least("seed", seed, 0)
     try:
         from sklearn.datasets import load_digits as sklearn_digits

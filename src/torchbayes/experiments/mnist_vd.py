@@ -89,8 +89,7 @@ class Config(Resumable):
             (self.input_dropout, "input_dropout"),
             (self.hidden_dropout, "hidden_dropout"),
         ):
-            if not 0.0 < p < 1.0:
-                raise ValueError(f"{name} must lie in (0, 1), got {name}={p!r}")
+            _checks.below_one(name, p, zero_allowed=False)
         for width in self.hidden_sizes:
             _checks.at_least("hidden_sizes", width, 1)
         for m in self.methods:

@@ -93,11 +93,9 @@ class Config(Resumable):
         _checks.at_least("batch_size", self.batch_size, 2)
         _checks.positive("lr", self.lr)
         _checks.non_negative("prior_precision", self.prior_precision)
-        if not 0.0 < self.dropout < 1.0:
-            raise ValueError(f"dropout must lie in (0, 1), got dropout={self.dropout!r}")
+        _checks.below_one("dropout", self.dropout, zero_allowed=False)
         _checks.positive("noise_std", self.noise_std)
-        if not 0.0 < self.quantile < 1.0:
-            raise ValueError(f"quantile must lie in (0, 1), got quantile={self.quantile!r}")
+        _checks.below_one("quantile", self.quantile, zero_allowed=False)
         _checks.at_least("window", self.window, 2)
         _checks.at_least("sgld_samples", self.sgld_samples, 1)
         _checks.at_least("test_samples", self.test_samples, 1)

@@ -98,8 +98,7 @@ class Config(Resumable):
             raise ValueError(
                 f"burn_in_epochs must be < epochs, got burn_in_epochs={self.burn_in_epochs}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got dropout={self.dropout!r}")
+        _checks.below_one("dropout", self.dropout)
         for name in ("thin_epochs", "lr", "prior_precision", "clip"):
             _checks.positive(name, getattr(self, name))
         _checks.non_negative("temperature", self.temperature)

@@ -105,16 +105,8 @@ class Config(Resumable):
         _checks.positive("prior_precision", self.prior_precision)
         _checks.at_least("kept_samples", self.kept_samples, 1)
         _checks.at_least("predict_samples", self.predict_samples, 2)
-        if not 0.0 < self.validation_fraction < 1.0:
-            raise ValueError(
-                f"validation_fraction must lie in (0, 1), got "
-                f"validation_fraction={self.validation_fraction!r}"
-            )
-        if not 0.0 <= self.burn_in_fraction < 1.0:
-            raise ValueError(
-                f"burn_in_fraction must lie in [0, 1), got burn_in_fraction="
-                f"{self.burn_in_fraction!r}"
-            )
+        _checks.below_one("validation_fraction", self.validation_fraction, zero_allowed=False)
+        _checks.below_one("burn_in_fraction", self.burn_in_fraction)
 
     @classmethod
     def quick(cls, **overrides) -> Config:

@@ -80,8 +80,7 @@ class Config(Resumable):
         _checks.at_least("decay_after", self.decay_after, 0)
         for name in ("thin_epochs", "lr", "lr_decay", "init_scale", "prior_precision", "clip"):
             _checks.positive(name, getattr(self, name))
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got dropout={self.dropout!r}")
+        _checks.below_one("dropout", self.dropout)
         for name in ("train_words", "test_words"):
             _checks.at_least(name, getattr(self, name), 0)
 

@@ -24,6 +24,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .. import _checks
+
 __all__ = ["GalDropoutRNN"]
 
 Masks = Sequence[tuple[Tensor, Tensor]]  # per (layer, direction): (input mask, hidden mask)
@@ -48,8 +50,7 @@ class GalDropoutRNN(nn.Module):
         if getattr(module, "proj_size", 0):
             raise ValueError(f"proj_size is not supported, got proj_size={module.proj_size}")
         for name, p in (("p_input", p_input), ("p_hidden", p_hidden)):
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name} must lie in [0, 1), got {name}={p!r}")
+            _checks.below_one(name, p)
         self.module = module
         self.p_input, self.p_hidden = p_input, p_hidden
 

@@ -77,8 +77,8 @@ class GradientUncertainty(SGMCMC):
                 f"give exactly one of threshold= and quantile=, got threshold={threshold!r}, "
                 f"quantile={quantile!r}"
             )
-        if quantile is not None and not 0.0 < quantile < 1.0:
-            raise ValueError(f"quantile must lie in (0, 1), got quantile={quantile!r}")
+        if quantile is not None:
+            _checks.below_one("quantile", quantile, zero_allowed=False)
         _checks.at_least("window", window, 2)
         defaults = {
             "lr": lr,

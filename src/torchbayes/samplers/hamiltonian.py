@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .. import _checks
 from ..priors import Prior
 from .base import SGMCMC
 
@@ -55,8 +56,7 @@ class SGHMC(SGMCMC):
         temperature: float = 1.0,
         generator: torch.Generator | None = None,
     ) -> None:
-        if not 0.0 <= momentum < 1.0:
-            raise ValueError(f"momentum must lie in [0, 1), got momentum={momentum!r}")
+        _checks.below_one("momentum", momentum)
         defaults = {
             "lr": lr,
             "momentum": momentum,

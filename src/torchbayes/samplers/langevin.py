@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .. import _checks
 from ..priors import Prior
 from .base import SGMCMC
 
@@ -80,10 +81,8 @@ class PSGLD(SGMCMC):
         temperature: float = 1.0,
         generator: torch.Generator | None = None,
     ) -> None:
-        if not 0.0 <= alpha < 1.0:
-            raise ValueError(f"alpha must lie in [0, 1), got alpha={alpha!r}")
-        if eps <= 0:
-            raise ValueError(f"eps must be positive, got eps={eps!r}")
+        _checks.below_one("alpha", alpha)
+        _checks.positive("eps", eps)
         defaults = {
             "lr": lr,
             "alpha": alpha,
