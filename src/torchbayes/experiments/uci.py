@@ -233,9 +233,16 @@ def _dropout_fit(
 
 
 def _mc_dropout(
-    x: Tensor, y: Tensor, dataset: UCIRegression, config: Config, epochs: int, seed: int
+    x: Tensor,
+    y: Tensor,
+    scale: Standardized,
+    dataset: UCIRegression,
+    config: Config,
+    epochs: int,
+    seed: int,
 ) -> Fit:
-    """Grid search of (p, τ) by validation log-likelihood, then a refit on all of (x, y)."""
+    """Grid search of (p, τ) by validation log-likelihood, then a refit on all of (x, y)
+    (standardized as ``scale``)."""
     cut = int((1 - config.validation_fraction) * len(x))
     inner = Standardized.fit(x[:cut], y[:cut])
     best, best_ll, seconds = (0.0, 0.0), -math.inf, 0.0
@@ -246,8 +253,7 @@ def _mc_dropout(
             ll = evaluate(fit.posterior, inner, x[cut:], y[cut:], config, seed)["log_likelihood"]
             if ll > best_ll:
                 best, best_ll = (p, tau), ll
-    full = Standardized.fit(x, y)
-    fit = _dropout_fit(full, dataset.hidden, config, epochs, seed, *best)
+    fit = _dropout_fit(scale, dataset.hidden, config, epochs, seed, *best)
     fit.seconds += seconds
     fit.chosen["validation_log_likelihood"] = best_ll
     return fit
@@ -300,8 +306,10 @@ def evaluate(
 ) -> dict[str, float]:
     """RMSE, test log-likelihood and 95 % coverage of ``posterior`` on (x, y), target units."""
     distinct = posterior.distinct_samples
-    count = config.predict_samples if distinct is None else distinct
-    generator = torch.Generator().manual_seed(seed + 2)
+    if distinct is None:  # fresh draws from q, seeded
+        count, generator = config.predict_samples, torch.Generator().manual_seed(seed + 2)
+    else:  # a fixed sample set is used whole, each sample once (no generator: in order)
+        count, generator = distinct, None
     outputs = sample_outputs(posterior, scale.inputs(x), count, generator=generator)
     mean, raw = outputs.chunk(2, dim=-1)
     means = mean * scale.y_std + scale.y_mean
@@ -323,11 +331,10 @@ def run_split(dataset: UCIRegression, split: int, method: str, config: Config) -
     x, y = dataset.x[train], dataset.y[train]
     epochs = dataset.epochs * config.epoch_multiplier
     seed = config.seed + split
+    scale = Standardized.fit(x, y)
     if method == "mc-dropout":
-        fit = _mc_dropout(x, y, dataset, config, epochs, seed)
-        scale = Standardized.fit(x, y)
+        fit = _mc_dropout(x, y, scale, dataset, config, epochs, seed)
     else:
-        scale = Standardized.fit(x, y)
         train_fn = {"plain": _plain, "bbb": _bbb, "psgld": _psgld}[method]
         fit = train_fn(scale, dataset.hidden, config, epochs, seed)
     scores = evaluate(fit.posterior, scale, dataset.x[test], dataset.y[test], config, seed)
