@@ -406,3 +406,27 @@ def test_uci_rejects_unknown_data_sets_and_too_many_splits(capsys, tmp_path):
     args = ["run", "uci", "--quick", "--out", str(tmp_path), "--set", "splits=21"]
     with pytest.raises(ValueError, match="splits must be at most 20"):
         main(args)
+
+
+def test_uci_scores_a_fixed_sample_set_with_every_sample_once():
+    from torch.distributions import Normal
+
+    from torchbayes.experiments.uci import Config, Standardized, evaluate
+    from torchbayes.models import WithNoiseScale
+    from torchbayes.posterior import SampleSet
+
+    net = WithNoiseScale(torch.nn.Linear(1, 1), std=0.5)
+    samples = []
+    for bias in (-1.0, 1.0, 1.0, -1.0):
+        sample = {k: v.detach().clone() for k, v in net.named_parameters()}
+        sample["network.weight"].zero_()
+        sample["network.bias"].fill_(bias)
+        samples.append(sample)
+    scale = Standardized.fit(torch.tensor([[0.0], [1.0]]), torch.tensor([[-1.0], [1.0]]))
+    zeros = torch.zeros(3, 1)
+    scores = evaluate(SampleSet(net, samples), scale, zeros, zeros, Config(), seed=0)
+    assert scores["epistemic_std"] == pytest.approx(1.0)  # two at −1, two at +1
+    assert scores["rmse"] == pytest.approx(0.0, abs=1e-6)
+    expected = float(Normal(1.0, 0.5).log_prob(torch.tensor(0.0)))  # the mixture at 0
+    assert scores["log_likelihood"] == pytest.approx(expected, rel=1e-5)
+    assert scores["noise_std"] == pytest.approx(0.5, rel=1e-5) and scores["coverage_95"] == 1.0
