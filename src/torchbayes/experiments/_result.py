@@ -103,7 +103,8 @@ def prepare_output(out: str | os.PathLike, min_free_bytes: int = MIN_FREE_BYTES)
     return path
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: never half a file."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -117,7 +118,7 @@ def write_result(result: Result, out: Path, keep_checkpoints: bool = True) -> No
         return
     result.files.setdefault("json", str(out / "result.json"))
     result.files.setdefault("report", str(out / "report.md"))
-    _atomic_write(out / "result.json", json.dumps(result.to_json(), indent=2) + "\n")
-    _atomic_write(out / "report.md", result.report)
+    atomic_write(out / "result.json", json.dumps(result.to_json(), indent=2) + "\n")
+    atomic_write(out / "report.md", result.report)
     if not keep_checkpoints:
         shutil.rmtree(out / "checkpoints", ignore_errors=True)

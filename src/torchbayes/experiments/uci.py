@@ -52,7 +52,7 @@ from ..priors import Gaussian, Uniform
 from ..samplers import PSGLD
 from ..variational import BernoulliDropout, DiagonalGaussian
 from ..vi import FreeEnergy, check_finite
-from ._result import Result, Resumable, prepare_output, write_result
+from ._result import Result, Resumable, atomic_write, prepare_output, write_result
 
 METHODS: tuple[str, ...] = ("plain", "mc-dropout", "bbb", "psgld")
 SMALL_DATASETS: tuple[str, ...] = (
@@ -376,9 +376,7 @@ def run(config: Config, out: str | Path) -> Result:
                     row = json.loads(path.read_text())
                 else:
                     row = run_split(dataset, split, method, config)
-                    partial_path = path.with_suffix(".tmp")
-                    partial_path.write_text(json.dumps(row))
-                    partial_path.replace(path)
+                    atomic_write(path, json.dumps(row))
                 per_method[method].append(row)
             timings[f"{name}_s"] = time.perf_counter() - start  # this invocation
             timings[f"{name}_train_s"] = sum(r["train_s"] for v in per_method.values() for r in v)
