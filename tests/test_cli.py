@@ -389,7 +389,10 @@ def test_run_uci_end_to_end_and_resume_skips_finished_splits(tmp_path):
     assert chosen["p"] in (0.005, 0.01, 0.05, 0.1) and chosen["tau"] in (0.1, 0.15, 0.2)
     assert boston["psgld"]["splits"][0]["samples"] == 10
     assert (out / "uci.png").stat().st_size > 10_000
-    assert "Gal's MC dropout" in (out / "report.md").read_text()
+    assert (
+        "| bostonHousing | Gal's MC dropout, grid search (2018 readme) | 2.90 | -2.40 |"
+        in (out / "report.md").read_text()
+    )
     saved = out / "checkpoints" / "bostonHousing-bbb-split0.json"
     row = json.loads(saved.read_text())
     saved.write_text(json.dumps({**row, "rmse": 123.0}))

@@ -58,17 +58,21 @@ METHODS: tuple[str, ...] = ("plain", "mc-dropout", "bbb", "psgld")
 SMALL_DATASETS: tuple[str, ...] = (
     "bostonHousing", "concrete", "energy", "wine-quality-red", "yacht",
 )  # fmt: skip
-# Gal's MC dropout, 10× epochs (yaringal/DropoutUncertaintyExps readme): RMSE, test LL.
-PUBLISHED_DROPOUT_10X: dict[str, tuple[float, float]] = {
-    "bostonHousing": (2.80, -2.39),
-    "concrete": (4.81, -2.94),
-    "energy": (1.09, -1.72),
-    "kin8nm": (0.09, 0.97),
-    "naval-propulsion-plant": (0.00, 3.92),
-    "power-plant": (4.00, -2.79),
+# Gal's MC dropout, the "Grid Search (new)" column of his repository's 2018 readme
+# (yaringal/DropoutUncertaintyExps): test RMSE and test LL with (p, τ) chosen per split on an
+# 80/20 split of the training set, as here. The readme says 10× epochs; the result logs
+# committed beside it are named 100× (see the README's UCI section). The paper-era numbers
+# (Bayesian optimisation shared across splits) were retracted for test-set contamination.
+GAL_GRID_SEARCH: dict[str, tuple[float, float]] = {
+    "bostonHousing": (2.90, -2.40),
+    "concrete": (4.82, -2.93),
+    "energy": (0.54, -1.21),
+    "kin8nm": (0.08, 1.14),
+    "naval-propulsion-plant": (0.00, 4.45),
+    "power-plant": (4.01, -2.80),
     "protein-tertiary-structure": (4.27, -2.87),
-    "wine-quality-red": (0.61, -0.92),
-    "yacht": (0.72, -1.38),
+    "wine-quality-red": (0.62, -0.93),
+    "yacht": (0.67, -1.25),
 }
 
 
@@ -411,10 +415,10 @@ def _plot(path: Path, metrics: dict[str, dict], config: Config) -> None:
             for i, method in enumerate(config.methods):
                 m = metrics[name][method]
                 ax.errorbar(i, m[f"{key}_mean"], yerr=m[f"{key}_se"], fmt="o", capsize=3)
-            if name in PUBLISHED_DROPOUT_10X:
+            if name in GAL_GRID_SEARCH:
                 ax.axhline(
-                    PUBLISHED_DROPOUT_10X[name][row], color="0.6", ls="--", lw=1,
-                    label="Gal's MC dropout (10× epochs)",
+                    GAL_GRID_SEARCH[name][row], color="0.6", ls="--", lw=1,
+                    label="Gal's MC dropout (2018 readme)",
                 )  # fmt: skip
             ax.set_xticks(range(len(config.methods)), config.methods, rotation=40, fontsize=8)
             ax.set_title(name if row == 0 else "", fontsize=9)
@@ -446,10 +450,11 @@ def _report(result: Result) -> str:
                 f"{m['coverage_95_mean']:.3f} | {m['noise_std_mean']:.3f} | "
                 f"{m['train_s_mean']:.1f} |"
             )
-        if name in PUBLISHED_DROPOUT_10X:
-            rmse, ll = PUBLISHED_DROPOUT_10X[name]
+        if name in GAL_GRID_SEARCH:
+            rmse, ll = GAL_GRID_SEARCH[name]
             lines.append(
-                f"| {name} | Gal's MC dropout, published (10×) | {rmse:.2f} | {ll:.2f} | | | |"
+                f"| {name} | Gal's MC dropout, grid search (2018 readme) | {rmse:.2f} | {ll:.2f} "
+                "| | | |"
             )
     lines += ["", f"Plot: `{Path(result.files['plot']).name}`.", ""]
     return "\n".join(lines)
