@@ -26,6 +26,7 @@ posterior sample carries its own σ and no method needs its own predictive code.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import statistics
@@ -200,40 +201,68 @@ def _plain(data: Standardized, hidden: int, config: Config, epochs: int, seed: i
     return Fit(SampleSet.point(model), seconds, steps, {})
 
 
-def _dropout_fit(
+def _dropout_fits(
     data: Standardized,
     hidden: int,
     config: Config,
     epochs: int,
     seed: int,
-    p: float,
-    tau: float,
-) -> Fit:
-    """Gal's network: dropout p before every layer, fixed noise τ^(−1/2) (target units)."""
+    settings: list[tuple[float, float]],
+) -> list[Fit]:
+    """Gal's network for every (p, τ) in ``settings`` at once: dropout p before every layer,
+    loss MSE + l²(1−p)/(2Nτ)·‖W‖², fixed noise τ^(−1/2) in target units.
+
+    The K networks start from the same draw and see the same minibatches; their weights are
+    stacked (K, out, in) and one batched matmul per layer runs all of them, each with its own
+    per-example masks. The summed loss gives every member its own gradient, and Adam is
+    elementwise, so each member trains exactly as it would alone. Each trained member is
+    returned as the library's dropout network (``BernoulliDropout`` weights, local estimator)
+    for prediction."""
     torch.manual_seed(seed)
-    net = to_bayesian(
-        mlp(data.x.shape[1], [hidden], 1),
-        prior=Uniform(),
-        posterior=partial(BernoulliDropout, p=p),
-        estimator="local",
-    )
-    std = float(1.0 / math.sqrt(tau) / data.y_std)
-    model = WithNoiseScale(net, std=std)
-    model.raw_std.requires_grad_(False)
-    # Keras' l2(reg) on the kernels adds reg·‖W‖² to the loss: weight decay 2·reg.
-    reg = config.lengthscale**2 * (1 - p) / (2 * len(data.x) * tau)
-    weights = [w for w in net.parameters() if w.dim() > 1]
-    biases = [b for b in net.parameters() if b.dim() <= 1]
-    optimizer = torch.optim.Adam(
-        [{"params": weights, "weight_decay": 2 * reg}, {"params": biases}],
-        lr=config.lr,
-        foreach=True,
-    )
-    steps, seconds = _train(
-        optimizer, lambda x, y, _: (net(x) - y).square().mean(), data, epochs, config, seed
-    )
-    model.eval()
-    return Fit(VariationalPosterior(model), seconds, steps, {"p": p, "tau": tau})
+    template = mlp(data.x.shape[1], [hidden], 1)
+    layers = [m for m in template if isinstance(m, torch.nn.Linear)]
+    count = len(settings)
+    weights = [m.weight.detach().expand(count, -1, -1).clone().requires_grad_() for m in layers]
+    biases = [m.bias.detach().expand(count, -1).clone().requires_grad_() for m in layers]
+    keep = torch.tensor([1.0 - p for p, _ in settings]).view(count, 1, 1)
+    # Keras' l2(reg) on the kernels (Gal's code) adds reg·‖W‖² to the mean squared error.
+    n, scale = len(data.x), config.lengthscale**2
+    reg = torch.tensor([scale * (1 - p) / (2 * n * tau) for p, tau in settings])
+
+    def outputs(x: Tensor) -> Tensor:
+        h = x.expand(count, *x.shape)
+        for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
+            if i:
+                h = torch.relu(h)
+            h = h * torch.bernoulli(keep.expand(h.shape)).div_(keep)
+            h = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+        return h
+
+    def loss(x: Tensor, y: Tensor, _: int) -> Tensor:
+        squared = (outputs(x) - y).square().mean((1, 2))
+        penalty = sum(w.square().sum((1, 2)) for w in weights)
+        return (squared + reg * penalty).sum()
+
+    optimizer = torch.optim.Adam([*weights, *biases], lr=config.lr, foreach=True)
+    steps, seconds = _train(optimizer, loss, data, epochs, config, seed)
+    fits = []
+    for k, (p, tau) in enumerate(settings):
+        net = to_bayesian(
+            copy.deepcopy(template),
+            prior=Uniform(),
+            posterior=partial(BernoulliDropout, p=p),
+            estimator="local",
+        )
+        bayes_layers = [m for m in net if hasattr(m, "weight_posterior")]
+        with torch.no_grad():
+            for layer, w, b in zip(bayes_layers, weights, biases, strict=True):
+                layer.weight_posterior.mu.copy_(w[k])
+                layer.bias_posterior.mu.copy_(b[k])
+        model = WithNoiseScale(net, std=float(1.0 / math.sqrt(tau) / data.y_std))
+        model.raw_std.requires_grad_(False)
+        model.eval()
+        fits.append(Fit(VariationalPosterior(model), seconds, steps, {"p": p, "tau": tau}))
+    return fits
 
 
 def _mc_dropout(
@@ -245,21 +274,20 @@ def _mc_dropout(
     epochs: int,
     seed: int,
 ) -> Fit:
-    """Grid search of (p, τ) by validation log-likelihood, then a refit on all of (x, y)
-    (standardized as ``scale``)."""
+    """Grid search of (p, τ) by validation log-likelihood — the whole grid trained as one
+    batch — then a refit on all of (x, y) (standardized as ``scale``)."""
     cut = int((1 - config.validation_fraction) * len(x))
     inner = Standardized.fit(x[:cut], y[:cut])
-    best, best_ll, seconds = (0.0, 0.0), -math.inf, 0.0
-    for p in dataset.dropout_rates:
-        for tau in dataset.tau_values:
-            fit = _dropout_fit(inner, dataset.hidden, config, epochs, seed, p, tau)
-            seconds += fit.seconds
-            ll = evaluate(fit.posterior, inner, x[cut:], y[cut:], config, seed)["log_likelihood"]
-            if ll > best_ll:
-                best, best_ll = (p, tau), ll
-    fit = _dropout_fit(scale, dataset.hidden, config, epochs, seed, *best)
-    fit.seconds += seconds
-    fit.chosen["validation_log_likelihood"] = best_ll
+    grid = [(p, tau) for p in dataset.dropout_rates for tau in dataset.tau_values]
+    candidates = _dropout_fits(inner, dataset.hidden, config, epochs, seed, grid)
+    scores = [
+        evaluate(c.posterior, inner, x[cut:], y[cut:], config, seed)["log_likelihood"]
+        for c in candidates
+    ]
+    best = max(range(len(grid)), key=lambda k: scores[k])  # the first of equals, as Gal's
+    (fit,) = _dropout_fits(scale, dataset.hidden, config, epochs, seed, [grid[best]])
+    fit.seconds += candidates[0].seconds
+    fit.chosen["validation_log_likelihood"] = scores[best]
     return fit
 
 
