@@ -429,6 +429,9 @@ def run(config: Config, out: str | Path) -> Result:
     return result
 
 
+LL_PLOT_RANGE = 1.5  # nats below the best mean test LL that the plot shows
+
+
 def _plot(path: Path, metrics: dict[str, dict], config: Config) -> None:
     import matplotlib
 
@@ -440,9 +443,18 @@ def _plot(path: Path, metrics: dict[str, dict], config: Config) -> None:
     for column, name in enumerate(names):
         for row, key in enumerate(("rmse", "log_likelihood")):
             ax = axes[row][column]
+            means = [metrics[name][m][f"{key}_mean"] for m in config.methods]
+            # A collapsed likelihood (maximum-likelihood σ → 0) would squash every other
+            # point into one line: draw it at the axis floor, its value written beside it.
+            floor = max(means) - LL_PLOT_RANGE if key == "log_likelihood" else -math.inf
             for i, method in enumerate(config.methods):
-                m = metrics[name][method]
-                ax.errorbar(i, m[f"{key}_mean"], yerr=m[f"{key}_se"], fmt="o", capsize=3)
+                se = metrics[name][method][f"{key}_se"]
+                if means[i] >= floor:
+                    ax.errorbar(i, means[i], yerr=se, fmt="o", capsize=3, color=f"C{i}")
+                else:
+                    ax.plot(i, floor, marker="v", color=f"C{i}")
+                    ax.annotate(f"{means[i]:.1f}", (i, floor), textcoords="offset points",
+                                xytext=(4, 4), fontsize=7, color=f"C{i}")  # fmt: skip
             if name in GAL_GRID_SEARCH:
                 ax.axhline(
                     GAL_GRID_SEARCH[name][row], color="0.6", ls="--", lw=1,
@@ -451,6 +463,8 @@ def _plot(path: Path, metrics: dict[str, dict], config: Config) -> None:
             ax.set_xticks(range(len(config.methods)), config.methods, rotation=40, fontsize=8)
             ax.set_title(name if row == 0 else "", fontsize=9)
             ax.set_ylabel("test RMSE" if key == "rmse" else "test log-likelihood")
+            if math.isfinite(floor) and min(means) < floor:
+                ax.set_ylim(floor - 0.05 * LL_PLOT_RANGE, None)
     axes[0][0].legend(fontsize=7)
     fig.suptitle("UCI regression: mean ± standard error over the published splits")
     fig.tight_layout()
