@@ -151,13 +151,20 @@ def test_kl_weight_scales_only_the_complexity_term():
     optimizer = torch.optim.SGD(population.parameters(), 0.1)
     predictions, rewards = torch.randn(2, 5), torch.randn(2, 5)
     loss = {
-        beta: _loss(Agent("bbb", population, optimizer, kl_weight=beta), predictions, rewards, 10)
+        beta: _loss(
+            Agent("bbb", population, optimizer, kl_weight=beta),
+            predictions.unsqueeze(-1),
+            rewards,
+            10,
+        )
         for beta in (0.0, 0.5, 1.0)
     }
     nll = 0.5 * (predictions - rewards).square().mean(-1).sum()
     assert torch.allclose(loss[0.0], nll)
     assert torch.allclose(loss[1.0] - nll, population.kl() / 10)
     assert torch.allclose(loss[0.5] - nll, 0.5 * (loss[1.0] - nll))
+    scaled = _loss(Agent("bbb", population, optimizer), predictions.unsqueeze(-1), rewards, 10, 8.0)
+    assert torch.allclose(scaled - nll, 8 * (loss[1.0] - nll))
     with pytest.raises(ValueError, match=r"kl_weight=-1"):
         Agent("bbb", population, optimizer, kl_weight=-1.0)
 
@@ -173,3 +180,46 @@ def test_summary_splits_the_tail_mistakes_by_kind():
     assert s["tail_poisonous_eaten"] == pytest.approx(0.4)
     assert s["tail_edible_passed"] == pytest.approx(0.2)
     assert s["tail_accuracy"] == pytest.approx(0.4)
+
+
+def test_two_outputs_make_the_reward_likelihood_heteroscedastic():
+    from torchbayes.bandits import _loss, reward_mean_and_std
+
+    population = Population(mlp(3, (4,), 2), 2, DiagonalGaussian, Gaussian(0.0, 1.0))
+    optimizer = torch.optim.SGD(population.parameters(), 0.1)
+    outputs, rewards = torch.randn(2, 5, 2), 10 * torch.randn(2, 5)
+    floor = 0.5
+    agent = Agent("bbb", population, optimizer, noise_std=floor, kl_weight=0.0)
+    std = floor + torch.nn.functional.softplus(outputs[..., 1])
+    normal = torch.distributions.Normal(outputs[..., 0], std)
+    constant = 0.5 * torch.log(torch.tensor(2 * torch.pi))
+    expected = -(normal.log_prob(rewards) + constant).mean(-1).sum()
+    torch.testing.assert_close(_loss(agent, outputs, rewards, 10), expected, rtol=1e-5, atol=0)
+    mean, std = reward_mean_and_std(outputs, floor)
+    assert torch.equal(mean, outputs[..., 0]) and bool((std > floor).all())
+    with pytest.raises(ValueError, match="1 or 2 outputs, got 3"):
+        reward_mean_and_std(torch.zeros(4, 3), floor)
+
+
+def test_a_heteroscedastic_bandit_acts_on_the_mean_output():
+    torch.manual_seed(0)
+    env = MushroomBandit(torch.eye(4).repeat(5, 1), torch.arange(20) % 2 == 0)
+    network = mlp(4 + 2, (8,), 2)
+    population = Population(network, 2, DiagonalGaussian, Gaussian(0.0, 1.0))
+    agent = Agent("bbb", population, torch.optim.Adam(population.parameters(), 1e-2))
+    history = run_bandit(env, [agent], 30, updates_per_step=2, batch_size=8, progress=False)
+    assert history.regret.shape == (30, 1, 2)
+    assert torch.isfinite(history.cumulative()).all()
+
+
+def test_blundell_kl_schedule_runs_and_bad_schedules_are_named():
+    torch.manual_seed(0)
+    env = MushroomBandit(torch.eye(4).repeat(5, 1), torch.arange(20) % 2 == 0)
+    population = Population(mlp(6, (8,), 1), 2, DiagonalGaussian, Gaussian(0.0, 1.0))
+    agent = Agent("bbb", population, torch.optim.Adam(population.parameters(), 1e-2))
+    history = run_bandit(
+        env, [agent], 10, updates_per_step=4, batch_size=8, progress=False, kl_schedule="blundell"
+    )
+    assert torch.isfinite(history.cumulative()).all()
+    with pytest.raises(ValueError, match="kl_schedule='first'"):
+        run_bandit(env, [agent], 1, progress=False, kl_schedule="first")

@@ -180,6 +180,21 @@ def test_mushroom_rejects_unknown_agents(capsys, tmp_path):
     assert "agents='ucb'" in capsys.readouterr().err
 
 
+def test_mushroom_heteroscedastic_laplace_blundell_end_to_end(tmp_path):
+    from torchbayes.experiments.mushroom import Config, make_agent
+    from torchbayes.models import mlp
+    from torchbayes.priors import Laplace
+
+    args = ["run", "mushroom", "--quick", "--out", str(tmp_path), "--set", "steps=5"]
+    options = ["heteroscedastic=true", "kl_schedule=blundell", "bbb_prior=laplace", "hidden=4"]
+    assert main([*args, *[a for o in options for a in ("--set", o)], "--set", "agents=bbb"]) == 0
+    assert json.loads((tmp_path / "result.json").read_text())["config"]["heteroscedastic"]
+    config = Config(bbb_prior="laplace", prior_std=2.0, seeds=1)
+    prior = make_agent("bbb", mlp(3, (4,), 1), config).population.prior
+    assert isinstance(prior, Laplace) and float(prior.scale) == pytest.approx(2.0 / 2**0.5)
+    assert main([*args, "--set", "kl_schedule=last"]) == 2
+
+
 def test_mushroom_run_leaves_the_callers_rng_untouched(tmp_path):
     torch.manual_seed(7)
     expected = torch.rand(3)

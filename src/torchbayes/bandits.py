@@ -31,7 +31,8 @@ from . import _checks
 from .checkpoint import Checkpoint
 from .population import Population, population_outputs
 from .posterior import Posterior
-from .predict import sample_outputs
+from .predict import noise_std_from_output, sample_outputs
+from .vi import SCHEDULES, kl_weights
 
 __all__ = [
     "Agent",
@@ -39,6 +40,7 @@ __all__ = [
     "MushroomBandit",
     "ReplayBuffer",
     "action_inputs",
+    "reward_mean_and_std",
     "run_bandit",
     "thompson_actions",
 ]
@@ -97,7 +99,7 @@ def thompson_actions(
     context beside a one-hot action (:func:`action_inputs`) and returns the expected reward.
     """
     values = sample_outputs(posterior, action_inputs(contexts, num_actions), 1, generator=generator)
-    return values[0].squeeze(-1).argmax(-1)
+    return values[0, ..., 0].argmax(-1)
 
 
 class ReplayBuffer:
@@ -153,7 +155,10 @@ class Agent:
 
     ``thompson`` — act on one posterior sample (else on the posterior mean);
     ``epsilon`` — probability of a uniformly random action instead;
-    ``noise_std`` — σ of the Gaussian reward likelihood −log p(r|w) = (r − f)² / 2σ² + const;
+    ``noise_std`` — σ of the Gaussian reward likelihood −log p(r|w) = (r − f)² / 2σ² + log σ
+    + const; a network with two outputs (f, s) is heteroscedastic, σ(x, a) = ``noise_std`` +
+    softplus(s) (Kendall & Gal 2017), so ``noise_std`` is its floor — the mushroom rewards are
+    exact except for eating a poisonous one (±20 around −15);
     ``kl_weight`` — β in mean NLL + β·KL/N; β < 1 tempers the posterior (narrower q, less
     exploration; Wenzel et al. 2020 call it a cold posterior), β = 1 is the free energy.
     An optimizer with a ``num_data`` attribute (the SG-MCMC samplers) gets the buffer size.
@@ -186,11 +191,33 @@ class BanditHistory:
         return (self.expected_regret if expected else self.regret).cumsum(0)
 
 
-def _loss(agent: Agent, predictions: Tensor, rewards: Tensor, num_data: int) -> Tensor:
-    """Σ over members of the per-example free energy: mean NLL + β·KL / N."""
+def reward_mean_and_std(outputs: Tensor, noise_std: float) -> tuple[Tensor, Tensor | float]:
+    """Network outputs (…, 1) or (…, 2) → the expected reward f and the likelihood σ.
+
+    One output: σ = ``noise_std``. Two: σ = ``noise_std`` + softplus(s), heteroscedastic.
+    """
+    if outputs.shape[-1] == 1:
+        return outputs[..., 0], noise_std
+    if outputs.shape[-1] == 2:
+        return outputs[..., 0], noise_std + noise_std_from_output(outputs[..., 1])
+    raise ValueError(f"a reward network has 1 or 2 outputs, got {outputs.shape[-1]}")
+
+
+def _loss(
+    agent: Agent, outputs: Tensor, rewards: Tensor, num_data: int, kl_scale: float = 1.0
+) -> Tensor:
+    """Σ over members of the per-example free energy: mean NLL + β·πᵢM·KL / N.
+
+    ``kl_scale`` = πᵢM, the minibatch's KL weight relative to the uniform schedule.
+    """
     samples = agent.population.train_samples
-    nll = 0.5 * ((predictions - rewards) / agent.noise_std).square().mean(-1)
-    kl = agent.population.kl() * (agent.kl_weight / num_data) if agent.kl_weight else 0.0
+    mean, std = reward_mean_and_std(outputs, agent.noise_std)
+    nll = 0.5 * ((mean - rewards) / std).square()
+    if isinstance(std, Tensor):
+        nll = nll + std.log()
+    nll = nll.mean(-1)
+    weight = agent.kl_weight * kl_scale
+    kl = agent.population.kl() * (weight / num_data) if weight else 0.0
     return nll.view(samples, -1).mean(0).sum() + kl
 
 
@@ -207,6 +234,7 @@ def run_bandit(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 1000,
     resume: bool = False,
+    kl_schedule: str = "uniform",
 ) -> BanditHistory:
     """Run every agent for ``steps`` interactions on each of its members' own seeds.
 
@@ -214,7 +242,11 @@ def run_bandit(
     ``seed + k``), so agents are compared on common random numbers. With ``checkpoint`` (a
     file) every ``checkpoint_every`` interactions and the last are saved — every population
     and optimizer, the replay buffer, the noise generator, the outcomes so far — and
-    ``resume`` continues from there.
+    ``resume`` continues from there. ``kl_schedule`` weighs the KL of the
+    ``updates_per_step`` minibatches after each interaction as one epoch of M minibatches
+    (:func:`~torchbayes.vi.kl_weights`): ``"uniform"`` πᵢ = 1/M, ``"blundell"``
+    πᵢ = 2^(M−i)/(2^M − 1), so the first updates after an interaction are pulled to the prior
+    and the last fit the data.
     """
     _checks.at_least("steps", steps, 1)
     _checks.at_least("updates_per_step", updates_per_step, 0)
@@ -228,6 +260,12 @@ def run_bandit(
                 f"every agent needs one member per seed: {agent.name!r} has "
                 f"{agent.population.size}, {agents[0].name!r} has {seeds}"
             )
+    _checks.one_of("kl_schedule", kl_schedule, SCHEDULES)
+    kl_scales = (
+        (kl_weights(updates_per_step, kl_schedule) * updates_per_step).tolist()
+        if updates_per_step
+        else []
+    )
     num_agents, num_actions = len(agents), env.num_actions
     network = agents[0].population.network
     streams = [torch.Generator().manual_seed(seed + k) for k in range(seeds)]
@@ -265,7 +303,7 @@ def run_bandit(
                 ]
             )
             values = population_outputs(network, params, options)
-        action = values.squeeze(-1).argmax(-1)
+        action = values[..., 0].argmax(-1)
         explore = torch.rand(members, generator=noise) < epsilon
         action = torch.where(
             explore, torch.randint(num_actions, (members,), generator=noise), action
@@ -277,8 +315,8 @@ def run_bandit(
         correct[t] = eat.bool() == edible
         chosen = options[torch.arange(members), action]
         buffer.add(chosen, reward.reshape(-1))
-        for _ in range(updates_per_step):
-            _update(agents, network, buffer, batch_size, noise)
+        for kl_scale in kl_scales:
+            _update(agents, network, buffer, batch_size, noise, kl_scale)
         if saver is not None:
             saver.step(
                 t + 1,
@@ -300,6 +338,7 @@ def _update(
     buffer: ReplayBuffer,
     batch_size: int,
     generator: torch.Generator,
+    kl_scale: float = 1.0,
 ) -> None:
     """One minibatch step for every member of every agent: one forward, one backward."""
     inputs, rewards = buffer.sample(batch_size, generator)
@@ -315,11 +354,11 @@ def _update(
         if hasattr(optimizer, "num_data"):
             optimizer.num_data = num_data
         optimizer.zero_grad(set_to_none=True)
-    predictions = population_outputs(network, _cat(param_sets), torch.cat(input_sets)).squeeze(-1)
+    outputs = population_outputs(network, _cat(param_sets), torch.cat(input_sets))
     sizes = [agent.population.train_samples * seeds for agent in agents]
     loss = sum(
-        _loss(agent, p, r, num_data)
-        for agent, p, r in zip(agents, predictions.split(sizes), reward_sets, strict=True)
+        _loss(agent, o, r, num_data, kl_scale)
+        for agent, o, r in zip(agents, outputs.split(sizes), reward_sets, strict=True)
     )
     value = float(loss.detach())
     if not math.isfinite(value):

@@ -2,7 +2,8 @@
 
 Agents, each run on ``seeds`` context streams at once (one population member per seed):
 
-* ``bbb``     — Bayes by Backprop, diagonal Gaussian q, N(0, σ_p²) prior (closed-form KL; the
+* ``bbb``     — Bayes by Backprop, diagonal Gaussian q, N(0, σ_p²) prior (closed-form KL;
+  ``--set bbb_prior=laplace`` a Laplace prior of the same std, closed form too; the
   scale-mixture prior with its Monte Carlo KL is ``--set bbb_prior=mixture``), two weight
   samples averaged per update, Thompson sampling; ``kl_weight`` β < 1 tempers its KL;
 * ``vd``      — variational dropout q = N(θ, αθ²) (α per weight, ≤ 1) under the
@@ -14,7 +15,10 @@ Agents, each run on ``seeds`` context streams at once (one population member per
 Network: context ⊕ one-hot action → 100 → 100 → expected reward (ReLU); buffer of the last
 4,096 interactions; ``updates_per_step`` minibatches of 64 after every interaction (the
 paper: 64; the default 16 fits 5,000 steps of six agents × three seeds into ~30 CPU
-minutes). Writes ``mushroom.png`` (cumulative regret, log scale), ``result.json`` and
+minutes). Likelihood N(r; f, ``noise_std``²) for every agent, or with
+``heteroscedastic=true`` a second output s and σ = ``noise_std`` + softplus(s);
+``kl_schedule=blundell`` weighs the KL of an interaction's updates by Blundell's πᵢ. Writes
+``mushroom.png`` (cumulative regret, log scale), ``result.json`` and
 ``report.md``.
 """
 
@@ -42,9 +46,10 @@ from ..bandits import (
 from ..data import load_mushroom
 from ..models import mlp
 from ..population import Population
-from ..priors import Gaussian, LogUniform, ScaleMixture
+from ..priors import Gaussian, Laplace, LogUniform, ScaleMixture
 from ..samplers import PSGLD
 from ..variational import Delta, DiagonalGaussian, VariationalDropout
+from ..vi import SCHEDULES
 from ._result import Result, Resumable, prepare_output, write_result
 
 AGENTS = ("bbb", "vd", "psgld", "greedy", "eps1", "eps5")
@@ -68,12 +73,14 @@ class Config(Resumable):
     buffer_size: int = 4096
     hidden: tuple[int, ...] = (100, 100)
     agents: tuple[str, ...] = AGENTS
-    noise_std: float = 1.0
+    noise_std: float = 1.0  # the likelihood σ; with heteroscedastic=true its floor
+    heteroscedastic: bool = False
     lr: dict[str, float] = field(
         default_factory=lambda: {"bbb": 1e-3, "vd": 1e-3, "psgld": 1e-3, "plain": 1e-3}
     )
     rho_init: float = -5.0
     kl_weight: float = 1.0  # β on the KL of the Thompson agents (bbb, vd); 1 = free energy
+    kl_schedule: str = "uniform"  # π_i over the updates after each interaction (vi.SCHEDULES)
     bbb_prior: str = "gaussian"
     prior_std: float = 1.0
     mixture: tuple[float, float, float] = (0.5, 1.0, math.exp(-6))
@@ -89,7 +96,8 @@ class Config(Resumable):
         _checks.positive("noise_std", self.noise_std)
         _checks.positive("prior_std", self.prior_std)
         _checks.non_negative("kl_weight", self.kl_weight)
-        _checks.one_of("bbb_prior", self.bbb_prior, ("gaussian", "mixture"))
+        _checks.one_of("bbb_prior", self.bbb_prior, ("gaussian", "laplace", "mixture"))
+        _checks.one_of("kl_schedule", self.kl_schedule, SCHEDULES)
         if not self.agents:
             raise ValueError("agents must name at least one agent")
         for name in self.agents:
@@ -105,11 +113,13 @@ def make_agent(name: str, network: nn.Module, config: Config) -> Agent:
     lr = config.lr["plain" if name in EPSILON else name]
     if name == "bbb":
         factory = partial(DiagonalGaussian, rho_init=config.rho_init)
-        prior = (
-            Gaussian(0.0, config.prior_std)
-            if config.bbb_prior == "gaussian"
-            else ScaleMixture(*config.mixture)
-        )
+        priors = {
+            "gaussian": lambda: Gaussian(0.0, config.prior_std),
+            # the same standard deviation: b = σ_p / √2
+            "laplace": lambda: Laplace(0.0, config.prior_std / math.sqrt(2.0)),
+            "mixture": lambda: ScaleMixture(*config.mixture),
+        }
+        prior = priors[config.bbb_prior]()
         population = Population(network, config.seeds, factory, prior, train_samples=2)
         optimizer: torch.optim.Optimizer = torch.optim.Adam(population.parameters(), lr, fused=True)
     elif name == "vd":
@@ -199,7 +209,8 @@ def run(config: Config, out: str | Path) -> Result:
     env = MushroomBandit(data.contexts, data.edible)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)  # initial weights; the caller's RNG is left untouched
-        network = mlp(data.contexts.shape[1] + env.num_actions, config.hidden, 1)
+        outputs = 2 if config.heteroscedastic else 1
+        network = mlp(data.contexts.shape[1] + env.num_actions, config.hidden, outputs)
         agents = [make_agent(name, network, config) for name in config.agents]
     start = time.perf_counter()
     history = run_bandit(
@@ -213,6 +224,7 @@ def run(config: Config, out: str | Path) -> Result:
         checkpoint=out / "checkpoints" / "bandit.pt",
         checkpoint_every=config.checkpoint_every,
         resume=config.resume,
+        kl_schedule=config.kl_schedule,
     )
     seconds = time.perf_counter() - start
     summary = summarize(history)
