@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -46,7 +47,7 @@ from ..bandits import (
 from ..data import load_mushroom
 from ..models import mlp
 from ..population import Population
-from ..priors import Gaussian, Laplace, LogUniform, ScaleMixture
+from ..priors import Gaussian, Laplace, LogUniform, Prior, ScaleMixture
 from ..samplers import PSGLD
 from ..variational import Delta, DiagonalGaussian, VariationalDropout
 from ..vi import SCHEDULES
@@ -96,7 +97,7 @@ class Config(Resumable):
         _checks.positive("noise_std", self.noise_std)
         _checks.positive("prior_std", self.prior_std)
         _checks.non_negative("kl_weight", self.kl_weight)
-        _checks.one_of("bbb_prior", self.bbb_prior, ("gaussian", "laplace", "mixture"))
+        _checks.one_of("bbb_prior", self.bbb_prior, tuple(BBB_PRIORS))
         _checks.one_of("kl_schedule", self.kl_schedule, SCHEDULES)
         if not self.agents:
             raise ValueError("agents must name at least one agent")
@@ -108,18 +109,19 @@ class Config(Resumable):
         return replace(cls(steps=150, updates_per_step=4, seeds=2), **overrides)
 
 
+BBB_PRIORS: dict[str, Callable[[Config], Prior]] = {
+    "gaussian": lambda c: Gaussian(0.0, c.prior_std),
+    "laplace": lambda c: Laplace(0.0, c.prior_std / math.sqrt(2.0)),  # std σ_p: b = σ_p/√2
+    "mixture": lambda c: ScaleMixture(*c.mixture),
+}
+
+
 def make_agent(name: str, network: nn.Module, config: Config) -> Agent:
     """Agent ``name`` with ``config.seeds`` members (reads the global RNG for initial weights)."""
     lr = config.lr["plain" if name in EPSILON else name]
     if name == "bbb":
         factory = partial(DiagonalGaussian, rho_init=config.rho_init)
-        priors = {
-            "gaussian": lambda: Gaussian(0.0, config.prior_std),
-            # the same standard deviation: b = σ_p / √2
-            "laplace": lambda: Laplace(0.0, config.prior_std / math.sqrt(2.0)),
-            "mixture": lambda: ScaleMixture(*config.mixture),
-        }
-        prior = priors[config.bbb_prior]()
+        prior = BBB_PRIORS[config.bbb_prior](config)
         population = Population(network, config.seeds, factory, prior, train_samples=2)
         optimizer: torch.optim.Optimizer = torch.optim.Adam(population.parameters(), lr, fused=True)
     elif name == "vd":
