@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import torch
 
+from torchbayes.runtime import keep_freed_memory
+
 
 def time_steps(step: Callable[[], None], steps: int) -> float:
     """Mean milliseconds per call of ``step`` over ``steps`` calls."""
@@ -34,8 +36,9 @@ def interleaved_medians(
 def benchmark_args(
     description: str, default_steps: int, flags: dict[str, str] | None = None
 ) -> argparse.Namespace:
-    """--steps/--rounds/--threads/--json plus boolean ``flags`` (name → help), and the thread
-    count applied."""
+    """--steps/--rounds/--threads/--json/--glibc-malloc plus boolean ``flags`` (name → help);
+    applies the thread count and, unless --glibc-malloc, :func:`keep_freed_memory` (as the CLI
+    does), and prints which allocator setting the run used."""
     parser = argparse.ArgumentParser(description=description)
     for name, text in (flags or {}).items():
         parser.add_argument(f"--{name}", action="store_true", help=text)
@@ -43,6 +46,13 @@ def benchmark_args(
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=str, default=None)
+    parser.add_argument(
+        "--glibc-malloc",
+        action="store_true",
+        help="keep glibc's default mmap/trim thresholds (freed large blocks are unmapped)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    args.kept_freed_memory = False if args.glibc_malloc else keep_freed_memory()
+    print(f"allocator: {'freed memory kept' if args.kept_freed_memory else 'glibc default'}")
     return args

@@ -29,6 +29,7 @@ from torchbayes.bandits import MushroomBandit, run_bandit
 from torchbayes.data import load_mushroom
 from torchbayes.experiments.mushroom import AGENTS, Config, make_agent
 from torchbayes.models import mlp
+from torchbayes.runtime import keep_freed_memory
 
 
 def _seconds(env: MushroomBandit, names: tuple[str, ...], seeds: int, args) -> float:
@@ -51,8 +52,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=str, default=None)
+    parser.add_argument("--glibc-malloc", action="store_true", help="glibc's default thresholds")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    kept = False if args.glibc_malloc else keep_freed_memory()
+    print(f"allocator: {'freed memory kept' if kept else 'glibc default'}")
     os.environ.setdefault(
         "TORCHBAYES_DATA", str(Path(__file__).resolve().parents[2] / "shared/data")
     )

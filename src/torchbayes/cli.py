@@ -18,6 +18,7 @@ import torch.distributed as dist
 from . import __version__
 from .distributed import init_from_environment
 from .experiments import EXPERIMENTS
+from .runtime import keep_freed_memory
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -134,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     out = args.out if args.out is not None else Path("runs") / args.experiment
+    keep_freed_memory()
     distributed = init_from_environment()
     rank = dist.get_rank() if distributed else 0
     try:
