@@ -396,7 +396,10 @@ def test_run_uci_end_to_end_and_resume_skips_finished_splits(tmp_path):
     assert main([*args, "--set", "keep_checkpoints=true"]) == 0
     result = json.loads((out / "result.json").read_text())
     boston = result["metrics"]["bostonHousing"]
-    assert set(boston) == {"plain", "mc-dropout", "bbb", "psgld"}
+    assert list(boston) == ["plain", "mc-dropout", "bbb", "bbb-refit-noise", "psgld"]
+    refit = boston["bbb-refit-noise"]
+    assert refit["rmse_mean"] == boston["bbb"]["rmse_mean"]  # the same network, another σ
+    assert refit["noise_std_mean"] != boston["bbb"]["noise_std_mean"]
     for m in boston.values():
         assert 0.0 < m["rmse_mean"] < 10.0 and math.isfinite(m["log_likelihood_mean"])
         assert 0.0 <= m["coverage_95_mean"] <= 1.0

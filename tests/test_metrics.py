@@ -10,6 +10,7 @@ from torch.distributions import Normal
 
 from torchbayes.metrics import (
     expected_calibration_error,
+    fit_noise_std,
     gaussian_log_likelihood,
     ood_auroc,
     ood_report,
@@ -107,3 +108,27 @@ def test_gaussian_log_likelihood_of_sampled_linear_models_matches_the_closed_for
     estimate = gaussian_log_likelihood(w * x, sigma, y)
     exact = Normal(m * x, (v * x**2 + sigma**2).sqrt()).log_prob(y).squeeze(-1)
     torch.testing.assert_close(estimate, exact, atol=0.01, rtol=0)
+
+
+def test_fit_noise_std_is_the_maximum_likelihood_sigma():
+    generator = torch.Generator().manual_seed(0)
+    y = torch.randn(200, 1, generator=generator)
+    one = torch.randn(1, 200, 1, generator=generator)
+    # one sample: the closed form σ̂² = mean squared residual
+    closed = float((y - one[0]).square().mean().sqrt())
+    assert fit_noise_std(one, y) == pytest.approx(closed, rel=1e-4)
+    # a mixture of 30 samples: against a dense grid of the same objective
+    means = one + 0.5 * torch.randn(30, 200, 1, generator=generator)
+    grid = torch.linspace(0.05, 2.0, 4000)
+    scores = torch.stack([gaussian_log_likelihood(means, float(s), y).mean() for s in grid])
+    assert fit_noise_std(means, y) == pytest.approx(float(grid[scores.argmax()]), abs=1e-3)
+    # the samples' spread takes up part of the residual: σ̂ is below the one-sample answer
+    spread_only = fit_noise_std(means, y)
+    assert spread_only < float((y - means.mean(0)).square().mean().sqrt())
+
+
+def test_fit_noise_std_names_bad_shapes_and_settings():
+    with pytest.raises(ValueError, match="means must have shape"):
+        fit_noise_std(torch.zeros(3, 5, 1), torch.zeros(4, 1))
+    with pytest.raises(ValueError, match="grid_points"):
+        fit_noise_std(torch.zeros(3, 5, 1), torch.zeros(5, 1), grid_points=2)

@@ -11,7 +11,7 @@ Each uncertainty score is oriented so that *higher means less sure*:
 (positives) from in-distribution ones by a score; :func:`expected_calibration_error` is the
 top-label ECE over equal-width confidence bins (Guo et al. 2017). Both are torchmetrics'.
 :func:`gaussian_log_likelihood` is the regression benchmark's test log-likelihood of the
-S-sample predictive mixture.
+S-sample predictive mixture; :func:`fit_noise_std` the homoscedastic σ that maximizes it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from .predict import ClassPrediction
 __all__ = [
     "SCORES",
     "expected_calibration_error",
+    "fit_noise_std",
     "gaussian_log_likelihood",
     "ood_auroc",
     "ood_report",
@@ -111,3 +112,50 @@ def gaussian_log_likelihood(means: Tensor, stds: Tensor | float, targets: Tensor
     log_p = Normal(means, stds.expand_as(means)).log_prob(targets)
     per_sample = log_p.flatten(2).sum(-1)
     return torch.logsumexp(per_sample, dim=0) - math.log(means.shape[0])
+
+
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def fit_noise_std(
+    means: Tensor, targets: Tensor, grid_points: int = 64, refinements: int = 40
+) -> float:
+    """Empirical Bayes for a homoscedastic noise scale given posterior samples of the mean:
+
+        σ̂ = argmax_σ Σ_i log (1/S) Σ_s N(y_i | μ_s(x_i), σ²)
+
+    ``means`` (S, n, d), ``targets`` (n, d), as :func:`gaussian_log_likelihood`. Why: a
+    mean-field posterior that learns σ inside the free energy's expectation settles at
+    σ² = E_q[(y − f_w)²] = residual² + Var_q f, and its predictive σ² + Var_q f then counts
+    the weight spread twice; σ̂ is fitted to the predictive itself. Search: ``grid_points``
+    log-spaced values over [10⁻⁴, 10] × the targets' standard deviation, then golden section
+    on log σ between the best value's neighbours (``refinements`` steps).
+    """
+    if means.dim() < 2 or means.shape[1:] != targets.shape:
+        raise ValueError(
+            f"means must have shape (S, *targets.shape), got means {tuple(means.shape)} "
+            f"and targets {tuple(targets.shape)}"
+        )
+    _checks.at_least("grid_points", grid_points, 3)
+    _checks.at_least("refinements", refinements, 0)
+    # float64: near its maximum the objective is flat, and float32 rounding would move σ̂.
+    means, targets = means.double(), targets.double()
+    scale = float(targets.std(correction=0)) if targets.numel() > 1 else 1.0
+    scale = scale if scale > 0 else 1.0
+    log_grid = torch.linspace(math.log(1e-4 * scale), math.log(10.0 * scale), grid_points)
+
+    def score(log_sigma: float) -> float:
+        return float(gaussian_log_likelihood(means, math.exp(log_sigma), targets).mean())
+
+    scores = [score(float(v)) for v in log_grid]
+    best = max(range(grid_points), key=scores.__getitem__)
+    low = float(log_grid[max(best - 1, 0)])
+    high = float(log_grid[min(best + 1, grid_points - 1)])
+    for _ in range(refinements):
+        a = high - _GOLDEN * (high - low)
+        b = low + _GOLDEN * (high - low)
+        if score(a) >= score(b):
+            high = b
+        else:
+            low = a
+    return math.exp(0.5 * (low + high))

@@ -15,7 +15,10 @@ Methods, each ending in a posterior that the same predictive code reads:
   ``tau_values.txt``) by validation log-likelihood on the last 20 % of the training set, then
   refitted on all of it; loss MSE + l²(1−p)/(2Nτ)·‖W‖² with l = 10⁻²;
 * ``bbb``        — Bayes by Backprop: diagonal Gaussian posterior, N(0, 1/λ) prior, the noise
-  σ a point estimate learned with the free energy;
+  σ a point estimate learned with the free energy. Its rows come twice from the same fit:
+  ``bbb`` with that σ, and ``bbb-refit-noise`` with σ refitted to the posterior predictive on
+  the training set (:func:`torchbayes.metrics.fit_noise_std`; the free energy's σ² takes up
+  Var_q f, which the predictive then adds again);
 * ``psgld``      — pSGLD over the weights *and* the noise scale (N(0, 1/λ) prior on all, raw
   σ included): samples kept after burn-in, thinned.
 
@@ -44,7 +47,7 @@ from tqdm.auto import tqdm
 from .. import _checks
 from ..collect import Collector
 from ..data.uci import UCI_DATASETS, UCIRegression, load_uci
-from ..metrics import gaussian_log_likelihood
+from ..metrics import fit_noise_std, gaussian_log_likelihood
 from ..models import WithNoiseScale, mlp
 from ..nn import to_bayesian
 from ..posterior import Posterior, SampleSet, VariationalPosterior
@@ -56,6 +59,7 @@ from ..vi import FreeEnergy, check_finite
 from ._result import Result, Resumable, atomic_write, prepare_output, write_result
 
 METHODS: tuple[str, ...] = ("plain", "mc-dropout", "bbb", "psgld")
+REFIT = "bbb-refit-noise"  # reported beside bbb, from the same trained network
 SMALL_DATASETS: tuple[str, ...] = (
     "bostonHousing", "concrete", "energy", "wine-quality-red", "yacht",
 )  # fmt: skip
@@ -95,6 +99,7 @@ class Config(Resumable):
     burn_in_fraction: float = 0.5  # psgld: share of the steps before samples are kept
     kept_samples: int = 100  # psgld
     predict_samples: int = 1000  # bbb and mc-dropout draws per test point
+    refit_samples: int = 100  # bbb draws on the training inputs for the refitted noise σ
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -110,6 +115,7 @@ class Config(Resumable):
         _checks.positive("prior_precision", self.prior_precision)
         _checks.at_least("kept_samples", self.kept_samples, 1)
         _checks.at_least("predict_samples", self.predict_samples, 2)
+        _checks.at_least("refit_samples", self.refit_samples, 1)
         _checks.below_one("validation_fraction", self.validation_fraction, zero_allowed=False)
         _checks.below_one("burn_in_fraction", self.burn_in_fraction)
 
@@ -333,10 +339,26 @@ def _psgld(data: Standardized, hidden: int, config: Config, epochs: int, seed: i
 
 
 @torch.no_grad()
+def refit_noise_std(fit: Fit, scale: Standardized, config: Config, seed: int) -> float:
+    """The homoscedastic σ (standardized units) that maximizes the posterior predictive's
+    log-likelihood of the training targets, from ``config.refit_samples`` draws."""
+    generator = torch.Generator().manual_seed(seed + 3)
+    outputs = sample_outputs(fit.posterior, scale.x, config.refit_samples, generator=generator)
+    return fit_noise_std(outputs.chunk(2, dim=-1)[0], scale.y)
+
+
+@torch.no_grad()
 def evaluate(
-    posterior: Posterior, scale: Standardized, x: Tensor, y: Tensor, config: Config, seed: int
+    posterior: Posterior,
+    scale: Standardized,
+    x: Tensor,
+    y: Tensor,
+    config: Config,
+    seed: int,
+    noise_std: float | None = None,
 ) -> dict[str, float]:
-    """RMSE, test log-likelihood and 95 % coverage of ``posterior`` on (x, y), target units."""
+    """RMSE, test log-likelihood and 95 % coverage of ``posterior`` on (x, y), target units;
+    ``noise_std`` (standardized units) replaces the samples' own σ when given."""
     distinct = posterior.distinct_samples
     if distinct is None:  # fresh draws from q, seeded
         count, generator = config.predict_samples, torch.Generator().manual_seed(seed + 2)
@@ -345,7 +367,8 @@ def evaluate(
     outputs = sample_outputs(posterior, scale.inputs(x), count, generator=generator)
     mean, raw = outputs.chunk(2, dim=-1)
     means = mean * scale.y_std + scale.y_mean
-    stds = noise_std_from_output(raw) * scale.y_std
+    stds = noise_std_from_output(raw) if noise_std is None else torch.full_like(raw, noise_std)
+    stds = stds * scale.y_std
     # The mixture's CDF at the target: inside the central 95 % interval iff 0.025 ≤ F(y) ≤ 0.975.
     cdf = Normal(means, stds, validate_args=False).cdf(y).mean(0)
     return {
@@ -369,8 +392,30 @@ def run_split(dataset: UCIRegression, split: int, method: str, config: Config) -
     else:
         train_fn = {"plain": _plain, "bbb": _bbb, "psgld": _psgld}[method]
         fit = train_fn(scale, dataset.hidden, config, epochs, seed)
-    scores = evaluate(fit.posterior, scale, dataset.x[test], dataset.y[test], config, seed)
-    return {**scores, **fit.chosen, "train_s": fit.seconds, "steps": fit.steps}
+    x_test, y_test = dataset.x[test], dataset.y[test]
+    scores = evaluate(fit.posterior, scale, x_test, y_test, config, seed)
+    row = {**scores, **fit.chosen, "train_s": fit.seconds, "steps": fit.steps}
+    if method == "bbb":
+        sigma = refit_noise_std(fit, scale, config, seed)
+        refit = evaluate(fit.posterior, scale, x_test, y_test, config, seed, noise_std=sigma)
+        row[REFIT] = {**refit, "train_s": fit.seconds, "steps": fit.steps}
+    return row
+
+
+def _with_refit_rows(per_method: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """``per_method`` with the refitted-σ rows of bbb as a method of their own, after bbb
+    (left out when a resumed row predates them)."""
+    out: dict[str, list[dict]] = {}
+    for method, rows in per_method.items():
+        out[method] = rows
+        if method == "bbb" and rows and all(REFIT in r for r in rows):
+            out[REFIT] = [r[REFIT] for r in rows]
+    return out
+
+
+def _flat(row: dict) -> dict[str, float]:
+    """A split's row without the derived method's nested copy (it has rows of its own)."""
+    return {k: v for k, v in row.items() if k != REFIT}
 
 
 def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -410,13 +455,15 @@ def run(config: Config, out: str | Path) -> Result:
                     row = run_split(dataset, split, method, config)
                     atomic_write(path, json.dumps(row))
                 per_method[method].append(row)
+            per_method = _with_refit_rows(per_method)
             timings[f"{name}_s"] = time.perf_counter() - start  # this invocation
             timings[f"{name}_train_s"] = sum(r["train_s"] for v in per_method.values() for r in v)
             metrics[name] = {
-                m: {**_summary(rows), "splits": rows} for m, rows in per_method.items()
+                m: {**_summary(rows), "splits": [_flat(r) for r in rows]}
+                for m, rows in per_method.items()
             }
     plot = out_dir / "uci.png"
-    _plot(plot, metrics, config)
+    _plot(plot, metrics)
     result = Result(
         name="uci",
         config=asdict(config),
@@ -432,7 +479,7 @@ def run(config: Config, out: str | Path) -> Result:
 LL_PLOT_RANGE = 1.5  # nats below the best mean test LL that the plot shows
 
 
-def _plot(path: Path, metrics: dict[str, dict], config: Config) -> None:
+def _plot(path: Path, metrics: dict[str, dict]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -443,11 +490,12 @@ def _plot(path: Path, metrics: dict[str, dict], config: Config) -> None:
     for column, name in enumerate(names):
         for row, key in enumerate(("rmse", "log_likelihood")):
             ax = axes[row][column]
-            means = [metrics[name][m][f"{key}_mean"] for m in config.methods]
+            methods = list(metrics[name])
+            means = [metrics[name][m][f"{key}_mean"] for m in methods]
             # A collapsed likelihood (maximum-likelihood σ → 0) would squash every other
             # point into one line: draw it at the axis floor, its value written beside it.
             floor = max(means) - LL_PLOT_RANGE if key == "log_likelihood" else -math.inf
-            for i, method in enumerate(config.methods):
+            for i, method in enumerate(methods):
                 se = metrics[name][method][f"{key}_se"]
                 if means[i] >= floor:
                     ax.errorbar(i, means[i], yerr=se, fmt="o", capsize=3, color=f"C{i}")
@@ -460,7 +508,7 @@ def _plot(path: Path, metrics: dict[str, dict], config: Config) -> None:
                     GAL_GRID_SEARCH[name][row], color="0.6", ls="--", lw=1,
                     label="Gal's MC dropout (2018 readme)",
                 )  # fmt: skip
-            ax.set_xticks(range(len(config.methods)), config.methods, rotation=40, fontsize=8)
+            ax.set_xticks(range(len(methods)), methods, rotation=40, fontsize=8)
             ax.set_title(name if row == 0 else "", fontsize=9)
             ax.set_ylabel("test RMSE" if key == "rmse" else "test log-likelihood")
             if math.isfinite(floor) and min(means) < floor:
