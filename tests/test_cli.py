@@ -421,6 +421,18 @@ def test_run_uci_end_to_end_and_resume_skips_finished_splits(tmp_path):
     assert not (out / "checkpoints").exists()
 
 
+def test_uci_refits_bbb_noise_on_a_validation_fit(tmp_path, capsys):
+    args = ["run", "uci", "--quick", "--out", str(tmp_path), "--set", "splits=1"]
+    args += ["--set", "methods=bbb", "--set", "noise_refit=validation"]
+    assert main(args) == 0
+    metrics = json.loads((tmp_path / "result.json").read_text())["metrics"]["bostonHousing"]
+    bbb, refit = metrics["bbb"], metrics["bbb-refit-noise"]
+    assert refit["rmse_mean"] == bbb["rmse_mean"]
+    assert refit["train_s_mean"] > bbb["train_s_mean"]  # the second, held-out fit counts
+    assert main([*args[:-1], "noise_refit=test"]) == 2
+    assert "noise_refit=" in capsys.readouterr().err
+
+
 def test_uci_rejects_unknown_data_sets_and_too_many_splits(capsys, tmp_path):
     assert main(["run", "uci", "--out", str(tmp_path), "--set", "datasets=boston"]) == 2
     assert "datasets=" in capsys.readouterr().err
