@@ -16,10 +16,11 @@ Methods, each ending in a posterior that the same predictive code reads:
   refitted on all of it; loss MSE + l²(1−p)/(2Nτ)·‖W‖² with l = 10⁻²;
 * ``bbb``        — Bayes by Backprop: diagonal Gaussian posterior, N(0, 1/λ) prior, the noise
   σ a point estimate learned with the free energy. Its rows come twice from the same fit:
-  ``bbb`` with that σ, and ``bbb-refit-noise`` with σ refitted to the posterior predictive on
-  the training set (:func:`torchbayes.metrics.fit_noise_std`; the free energy's σ² takes up
-  Var_q f, which the predictive then adds again) — or, with ``noise_refit="validation"``,
-  to the predictive of a second fit on 80 % of it, on the other 20 % (Gal's protocol for τ);
+  ``bbb`` with that σ, and ``bbb-refit-noise`` with σ refitted to a posterior predictive
+  (:func:`torchbayes.metrics.fit_noise_std`; the free energy's σ² takes up Var_q f, which
+  the predictive then adds again): by default that of a second fit on 80 % of the training
+  set, on the other 20 % (Gal's protocol for τ); ``noise_refit="train"`` uses the fit's own
+  training set instead (no extra training, but optimistic where the net overfits);
 * ``psgld``      — pSGLD over the weights *and* the noise scale (N(0, 1/λ) prior on all, raw
   σ included): samples kept after burn-in, thinned.
 
@@ -102,7 +103,7 @@ class Config(Resumable):
     kept_samples: int = 100  # psgld
     predict_samples: int = 1000  # bbb and mc-dropout draws per test point
     refit_samples: int = 100  # bbb draws per point for the refitted noise σ
-    noise_refit: str = "train"  # bbb-refit-noise's σ from the "train" or a "validation" predictive
+    noise_refit: str = "validation"  # bbb-refit-noise's σ: a held-out fit's or "train"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -366,8 +367,9 @@ def refit_noise_std(
     the seconds of any extra training.
 
     ``noise_refit="train"``: ``fit``'s predictive on its own training set (no extra cost).
-    ``"validation"``: as Gal's protocol for τ — a second BBB fit on the first 80 % of (x, y)
-    and σ̂ from its predictive on the last 20 %, then used with ``fit`` (trained on all).
+    ``"validation"`` (default): as Gal's protocol for τ — a second BBB fit on the first 80 %
+    of (x, y) and σ̂ from its predictive on the last 20 %, then used with ``fit`` (trained on
+    all).
     """
     if config.noise_refit == "train":
         return _predictive_noise_std(fit.posterior, scale.x, scale.y, config, seed), 0.0
