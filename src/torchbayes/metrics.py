@@ -151,11 +151,15 @@ def fit_noise_std(
     best = max(range(grid_points), key=scores.__getitem__)
     low = float(log_grid[max(best - 1, 0)])
     high = float(log_grid[min(best + 1, grid_points - 1)])
-    for _ in range(refinements):
-        a = high - _GOLDEN * (high - low)
-        b = low + _GOLDEN * (high - low)
-        if score(a) >= score(b):
-            high = b
+    a, b = high - _GOLDEN * (high - low), low + _GOLDEN * (high - low)
+    score_a, score_b = score(a), score(b)
+    for _ in range(refinements):  # one new evaluation per step: the other point carries over
+        if score_a >= score_b:
+            high, b, score_b = b, a, score_a
+            a = high - _GOLDEN * (high - low)
+            score_a = score(a)
         else:
-            low = a
+            low, a, score_a = a, b, score_b
+            b = low + _GOLDEN * (high - low)
+            score_b = score(b)
     return math.exp(0.5 * (low + high))
