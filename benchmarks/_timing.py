@@ -53,6 +53,12 @@ def benchmark_args(
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    args.kept_freed_memory = False if args.glibc_malloc else keep_freed_memory()
-    print(f"allocator: {'freed memory kept' if args.kept_freed_memory else 'glibc default'}")
+    args.kept_freed_memory = apply_allocator(args.glibc_malloc)
     return args
+
+
+def apply_allocator(glibc_malloc: bool) -> bool:
+    """:func:`keep_freed_memory` unless ``glibc_malloc``; prints which setting the run uses."""
+    kept = False if glibc_malloc else keep_freed_memory()
+    print(f"allocator: {'freed memory kept' if kept else 'glibc default'}")
+    return kept

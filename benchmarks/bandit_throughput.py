@@ -24,12 +24,12 @@ import time
 from pathlib import Path
 
 import torch
+from _timing import apply_allocator
 
 from torchbayes.bandits import MushroomBandit, run_bandit
 from torchbayes.data import load_mushroom
 from torchbayes.experiments.mushroom import AGENTS, Config, make_agent
 from torchbayes.models import mlp
-from torchbayes.runtime import keep_freed_memory
 
 
 def _seconds(env: MushroomBandit, names: tuple[str, ...], seeds: int, args) -> float:
@@ -55,8 +55,7 @@ def main() -> None:
     parser.add_argument("--glibc-malloc", action="store_true", help="glibc's default thresholds")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    kept = False if args.glibc_malloc else keep_freed_memory()
-    print(f"allocator: {'freed memory kept' if kept else 'glibc default'}")
+    apply_allocator(args.glibc_malloc)
     os.environ.setdefault(
         "TORCHBAYES_DATA", str(Path(__file__).resolve().parents[2] / "shared/data")
     )

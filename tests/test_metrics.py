@@ -121,10 +121,10 @@ def test_fit_noise_std_is_the_maximum_likelihood_sigma():
     means = one + 0.5 * torch.randn(30, 200, 1, generator=generator)
     grid = torch.linspace(0.05, 2.0, 4000)
     scores = torch.stack([gaussian_log_likelihood(means, float(s), y).mean() for s in grid])
-    assert fit_noise_std(means, y) == pytest.approx(float(grid[scores.argmax()]), abs=1e-3)
+    fitted = fit_noise_std(means, y)
+    assert fitted == pytest.approx(float(grid[scores.argmax()]), abs=1e-3)
     # the samples' spread takes up part of the residual: σ̂ is below the one-sample answer
-    spread_only = fit_noise_std(means, y)
-    assert spread_only < float((y - means.mean(0)).square().mean().sqrt())
+    assert fitted < float((y - means.mean(0)).square().mean().sqrt())
 
 
 def test_fit_noise_std_names_bad_shapes_and_settings():

@@ -212,6 +212,13 @@ def _plain(data: Standardized, hidden: int, config: Config, epochs: int, seed: i
     return Fit(SampleSet.point(model), seconds, steps, {})
 
 
+def _validation_cut(x: Tensor, y: Tensor, config: Config) -> tuple[int, Standardized]:
+    """Gal's protocol: train on the first (1 − validation_fraction) of the training set,
+    standardized on that part alone, and validate on the rest (from index ``cut``)."""
+    cut = int((1 - config.validation_fraction) * len(x))
+    return cut, Standardized.fit(x[:cut], y[:cut])
+
+
 def _dropout_fits(
     data: Standardized,
     hidden: int,
@@ -287,8 +294,7 @@ def _mc_dropout(
 ) -> Fit:
     """Grid search of (p, τ) by validation log-likelihood — the whole grid trained as one
     batch — then a refit on all of (x, y) (standardized as ``scale``)."""
-    cut = int((1 - config.validation_fraction) * len(x))
-    inner = Standardized.fit(x[:cut], y[:cut])
+    cut, inner = _validation_cut(x, y, config)
     grid = [(p, tau) for p in dataset.dropout_rates for tau in dataset.tau_values]
     candidates = _dropout_fits(inner, dataset.hidden, config, epochs, seed, grid)
     scores = [
@@ -373,8 +379,7 @@ def refit_noise_std(
     """
     if config.noise_refit == "train":
         return _predictive_noise_std(fit.posterior, scale.x, scale.y, config, seed), 0.0
-    cut = int((1 - config.validation_fraction) * len(x))
-    inner = Standardized.fit(x[:cut], y[:cut])
+    cut, inner = _validation_cut(x, y, config)
     held = _bbb(inner, hidden, config, epochs, seed)
     held_y = (y[cut:] - inner.y_mean) / inner.y_std
     sigma = _predictive_noise_std(held.posterior, inner.inputs(x[cut:]), held_y, config, seed)
